@@ -1,0 +1,28 @@
+"""The FastAPI application factory."""
+
+from fastapi import FastAPI
+
+from api import errors
+from api.deps import GatewayHolder
+from api.limits import BodySizeLimit
+from api.routes import actions, conversations, health
+from settled.config import Settings
+from settled.kinds import Kinds, load_kinds
+
+
+def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> FastAPI:
+    settings = settings or Settings.from_env()
+    kinds = kinds or load_kinds(settings.config_path, settings.sandbox_url)
+    app = FastAPI(
+        title="settled",
+        version="0.1.0",
+        description="Durable, verified state for the consequential actions of voice and chat assistants.",
+    )
+    app.state.settings = settings
+    app.state.gateways = GatewayHolder(settings, kinds)
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(actions.router)
+    app.include_router(conversations.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app

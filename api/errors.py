@@ -1,0 +1,48 @@
+"""Every error is `{"error": {"code", "message"}}` with a fitting status; never a stack trace."""
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from settled.gateway import SettledError
+
+log = logging.getLogger("settled.api")
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _location(loc: tuple[object, ...]) -> str:
+    parts = [str(part) for part in loc if part not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(SettledError)
+    async def settled_error(_: Request, error: SettledError) -> JSONResponse:
+        return error_response(error.http_status, error.code, error.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0]
+        if first.get("type") == "json_invalid":
+            return error_response(400, "invalid_request", "the body is not valid JSON")
+        return error_response(422, "invalid_request", f"{_location(tuple(first['loc']))}: {first['msg']}")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, error: HTTPException) -> JSONResponse:
+        codes = {401: "unauthorized", 404: "not_found", 405: "invalid_request", 413: "payload_too_large"}
+        return error_response(
+            error.status_code, codes.get(error.status_code, "invalid_request"), str(error.detail)
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, error: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return error_response(
+            500, "internal", "internal error; the operation's state is unchanged or durable"
+        )

@@ -1,0 +1,83 @@
+"""The action routes (contract §3)."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Path, Query, Response
+
+from api.deps import GatewayDep, TenantDep
+from settled.models import (
+    IDENTIFIER_PATTERN,
+    WAIT_MAX_S,
+    ActionStatus,
+    AmendBody,
+    AuthorizeBody,
+    CancelBody,
+    CreateAction,
+    PresentedBody,
+)
+from workflows.messages import Present
+
+router = APIRouter(prefix="/v1/actions", tags=["actions"])
+
+OperationId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 of A-Z a-z 0-9 . _ : -")]
+WaitS = Annotated[float, Query(ge=0, le=WAIT_MAX_S, description="seconds to wait for a verified outcome")]
+
+
+@router.post("", response_model=ActionStatus, status_code=201, responses={200: {"model": ActionStatus}})
+async def create_action(
+    body: CreateAction, response: Response, gateway: GatewayDep, tenant: TenantDep, wait: WaitS = 0
+) -> ActionStatus:
+    created, status = await gateway.create(tenant, body, wait)
+    if not created:
+        response.status_code = 200
+    return status
+
+
+@router.get("/{operation_id}", response_model=ActionStatus)
+async def get_action(operation_id: OperationId, gateway: GatewayDep, tenant: TenantDep) -> ActionStatus:
+    return await gateway.get(tenant, operation_id)
+
+
+@router.post("/{operation_id}/authorize", response_model=ActionStatus)
+async def authorize_action(
+    operation_id: OperationId,
+    gateway: GatewayDep,
+    tenant: TenantDep,
+    body: Annotated[AuthorizeBody | None, Body()] = None,
+    wait: WaitS = 0,
+) -> ActionStatus:
+    return await gateway.authorize(tenant, operation_id, (body or AuthorizeBody()).by, wait)
+
+
+@router.post("/{operation_id}/amend", response_model=ActionStatus)
+async def amend_action(
+    operation_id: OperationId, body: AmendBody, gateway: GatewayDep, tenant: TenantDep
+) -> ActionStatus:
+    return await gateway.amend(tenant, operation_id, body.params)
+
+
+@router.post("/{operation_id}/cancel", response_model=ActionStatus)
+async def cancel_action(
+    operation_id: OperationId,
+    gateway: GatewayDep,
+    tenant: TenantDep,
+    body: Annotated[CancelBody | None, Body()] = None,
+    wait: WaitS = 0,
+) -> ActionStatus:
+    body = body or CancelBody()
+    return await gateway.cancel(tenant, operation_id, body.by, body.reason, wait)
+
+
+@router.post("/{operation_id}/reconcile", response_model=ActionStatus)
+async def reconcile_action(
+    operation_id: OperationId, gateway: GatewayDep, tenant: TenantDep, wait: WaitS = 0
+) -> ActionStatus:
+    return await gateway.reconcile(tenant, operation_id, wait, "reconcile requested over the API")
+
+
+@router.post("/{operation_id}/presented", response_model=ActionStatus)
+async def record_presented(
+    operation_id: OperationId, body: PresentedBody, gateway: GatewayDep, tenant: TenantDep
+) -> ActionStatus:
+    present = Present(channel=body.channel, text=body.text, completed=body.completed)
+    return await gateway.presented(tenant, operation_id, present)

@@ -1,0 +1,26 @@
+"""`GET /healthz`: ready once Temporal answers and a worker polls the task queue."""
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from api.deps import GatewayHolder
+from settled.gateway import SettledError
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz(request: Request) -> JSONResponse:
+    holder: GatewayHolder = request.app.state.gateways
+    try:
+        gateway = await holder.get()
+        polling = await gateway.worker_polling()
+    except SettledError as error:
+        return JSONResponse({"status": "unavailable", "detail": error.message}, status_code=503)
+    except Exception as error:  # any failure to answer means "not ready"
+        return JSONResponse({"status": "unavailable", "detail": type(error).__name__}, status_code=503)
+    if not polling:
+        return JSONResponse(
+            {"status": "unavailable", "detail": "no worker polls the task queue"}, status_code=503
+        )
+    return JSONResponse({"status": "ok"})

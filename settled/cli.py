@@ -1,0 +1,97 @@
+"""`settled`: the command line (contract §5). Thin: each command hands over to the module that owns it."""
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from settled.config import SettingsError
+from settled.kinds import KindsFileError
+
+
+def _parts(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    dev = sub.add_parser("dev", help="start the Temporal dev server, worker, API and sandbox on loopback")
+    dev.add_argument("--data-dir", type=Path, default=Path(".settled"))
+    dev.add_argument("--config", type=Path, default=None, help="the kinds file (default: the sandbox kinds)")
+    dev.add_argument("--api-port", type=int, default=8000)
+    dev.add_argument("--temporal-port", type=int, default=7233)
+    dev.add_argument("--ui-port", type=int, default=8233)
+    dev.add_argument("--sandbox-port", type=int, default=8100)
+    dev.add_argument("--no-sandbox", action="store_true")
+
+    server = sub.add_parser("server", help="the Temporal dev server alone")
+    server.add_argument("--data-dir", type=Path, default=Path(".settled"))
+    server.add_argument("--temporal-port", type=int, default=7233)
+    server.add_argument("--ui-port", type=int, default=8233)
+
+    sub.add_parser("worker", help="the worker alone")
+    api = sub.add_parser("api", help="the channel API alone")
+    api.add_argument("--api-port", type=int, default=8000)
+    sandbox = sub.add_parser("sandbox", help="the sandbox business services alone")
+    sandbox.add_argument("--sandbox-port", type=int, default=8100)
+    sandbox.add_argument("--data-dir", type=Path, default=Path(".settled"))
+
+
+def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help)
+        parser.add_argument("--json", action="store_true", help="JSON instead of a table")
+        parser.add_argument("--tenant", default=None, help="the tenant, when API keys are configured")
+        return parser
+
+    listing = add("list", help="find actions (Temporal visibility)")
+    listing.add_argument("--conversation")
+    listing.add_argument("--state")
+    listing.add_argument("--kind")
+    for name, text in (
+        ("status", "an action's full record"),
+        ("authorize", "authorize an action"),
+        ("cancel", "cancel an action"),
+        ("reconcile", "look an action up in the business system now"),
+        ("export-history", "the workflow history of an action, as JSON"),
+    ):
+        add(name, text).add_argument("operation_id")
+    replay = add("replay", help="replay workflow histories against the current code")
+    replay.add_argument("operation_ids", nargs="*")
+    replay.add_argument("--query", help="a visibility query selecting workflows to replay")
+    replay.add_argument(
+        "--file", action="append", type=Path, default=[], help="an exported history JSON file"
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="settled", description=__doc__)
+    sub = root.add_subparsers(dest="command", required=True)
+    _parts(sub)
+    _operators(sub)
+    return root
+
+
+def _run_part(args: argparse.Namespace) -> None:
+    from settled import parts
+
+    handlers: dict[str, Callable[[argparse.Namespace], None]] = {
+        "dev": parts.dev,
+        "server": parts.server,
+        "worker": parts.worker,
+        "api": parts.api,
+        "sandbox": parts.sandbox,
+    }
+    handlers[args.command](args)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        if args.command in ("dev", "server", "worker", "api", "sandbox"):
+            _run_part(args)
+        else:
+            from settled import operators
+
+            sys.exit(asyncio.run(operators.run(args)))
+    except (SettingsError, KindsFileError) as error:
+        print(f"settled: {error}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,347 @@
+"""The one place that talks to Temporal on behalf of channels (the API) and operators (the CLI).
+
+Every call is scoped to a tenant (None without API keys). Failures come out as `SettledError`
+carrying the contract's error code, so the API and the CLI report them the same way.
+"""
+
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from settled import visibility
+from settled.config import Settings
+from settled.handoff import Channels, Handoff, build_handoff
+from settled.identity import TASK_QUEUE, action_workflow_id, conversation_workflow_id, operation_key
+from settled.kinds import Kinds
+from settled.machine import NewAction
+from settled.models import ActionStatus, CreateAction
+from settled.params import InvalidParams, validate_params
+from workflows.action import ActionWorkflow
+from workflows.conversation import ConversationWorkflow
+from workflows.messages import (
+    ActionStart,
+    Amend,
+    Authorize,
+    Cancel,
+    ChannelEvent,
+    ConversationStart,
+    EventsSince,
+    Present,
+    Reconcile,
+    Register,
+)
+
+T = TypeVar("T")
+HTTP_STATUS = {
+    "not_found": 404,
+    "unknown_kind": 422,
+    "invalid_params": 422,
+    "invalid_request": 422,
+    "operation_conflict": 409,
+    "already_dispatched": 409,
+    "not_amendable": 409,
+    "cannot_cancel": 409,
+    "temporal_unavailable": 503,
+}
+# What a control on an action whose workflow has closed (long settled) answers.
+_CLOSED_ANSWER = {"amend": "not_amendable", "cancel": "cannot_cancel", "presented": "not_amendable"}
+
+
+class SettledError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        return HTTP_STATUS.get(self.code, 400)
+
+
+async def connect(settings: Settings) -> Client:
+    try:
+        return await Client.connect(
+            settings.temporal_address, namespace=settings.namespace, data_converter=pydantic_data_converter
+        )
+    except RuntimeError as error:  # the SDK's core reports connection failures this way
+        raise SettledError(
+            "temporal_unavailable", f"cannot reach Temporal at {settings.temporal_address}: {error}"
+        ) from None
+
+
+def _unavailable(error: RPCError) -> bool:
+    return error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+
+
+def _is_closed(error: RPCError) -> bool:
+    return error.status is RPCStatusCode.NOT_FOUND and "completed" in error.message.lower()
+
+
+class Gateway:
+    def __init__(self, client: Client, kinds: Kinds, settings: Settings) -> None:
+        self.client = client
+        self.kinds = kinds
+        self.settings = settings
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def _action(self, tenant: str | None, operation_id: str) -> WorkflowHandle[ActionWorkflow, ActionStatus]:
+        return self.client.get_workflow_handle_for(
+            ActionWorkflow.run, action_workflow_id(tenant, operation_id)
+        )
+
+    def _conversation(
+        self, tenant: str | None, conversation_id: str
+    ) -> WorkflowHandle[ConversationWorkflow, None]:
+        return self.client.get_workflow_handle_for(
+            ConversationWorkflow.run, conversation_workflow_id(tenant, conversation_id)
+        )
+
+    async def create(
+        self, tenant: str | None, body: CreateAction, wait_s: float
+    ) -> tuple[bool, ActionStatus]:
+        """(created, status). Nothing is recorded unless the kind and params are valid."""
+        kind = self.kinds.get(body.kind)
+        if kind is None:
+            raise SettledError(
+                "unknown_kind", f"unknown kind {body.kind!r}; known: {', '.join(self.kinds.names())}"
+            )
+        try:
+            validate_params(kind, body.params)
+        except InvalidParams as error:
+            raise SettledError("invalid_params", str(error)) from None
+        operation_id = body.operation_id or f"op_{uuid.uuid4().hex}"
+        await self._track(tenant, body.conversation_id, operation_id)
+        new = NewAction(
+            operation_id=operation_id,
+            operation_key=operation_key(tenant, operation_id),
+            conversation_id=body.conversation_id,
+            tenant=tenant,
+            kind=kind,
+            params=body.params,
+            authorized=body.authorized,
+            authorized_by=body.authorized_by,
+        )
+        start = WithStartWorkflowOperation(
+            ActionWorkflow.run,
+            ActionStart(new=new),
+            id=action_workflow_id(tenant, operation_id),
+            task_queue=TASK_QUEUE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(visibility.CONVERSATION, body.conversation_id),
+                    SearchAttributePair(visibility.KIND, kind.name),
+                    SearchAttributePair(visibility.STATE, "requested"),
+                    SearchAttributePair(visibility.TENANT, tenant or visibility.NO_TENANT),
+                    SearchAttributePair(visibility.NEEDS_ATTENTION, False),
+                ]
+            ),
+            static_summary=f"{kind.name} {operation_id} for {body.conversation_id}",
+        )
+        register = Register(kind=kind.name, params=body.params, wait_s=wait_s)
+        try:
+            registered = await self._guard(
+                lambda: self.client.execute_update_with_start_workflow(
+                    ActionWorkflow.register, register, start_workflow_operation=start
+                )
+            )
+        except WorkflowAlreadyStartedError:
+            # The action ran to its end long ago; its record still answers queries.
+            return False, await self._closed_repeat(tenant, operation_id, register)
+        return registered.created, registered.status
+
+    async def _closed_repeat(self, tenant: str | None, operation_id: str, register: Register) -> ActionStatus:
+        conflict = await self._guard(
+            lambda: self._action(tenant, operation_id).query(ActionWorkflow.conflict, register)
+        )
+        if conflict:
+            raise SettledError("operation_conflict", conflict)
+        return await self.get(tenant, operation_id)
+
+    async def _track(self, tenant: str | None, conversation_id: str, operation_id: str) -> None:
+        await self._guard(
+            lambda: self.client.start_workflow(
+                ConversationWorkflow.run,
+                ConversationStart(tenant=tenant, conversation_id=conversation_id),
+                id=conversation_workflow_id(tenant, conversation_id),
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                start_signal="track_action",
+                start_signal_args=[operation_id],
+                static_summary=f"conversation {conversation_id}",
+            )
+        )
+
+    async def get(self, tenant: str | None, operation_id: str) -> ActionStatus:
+        return await self._guard(lambda: self._action(tenant, operation_id).query(ActionWorkflow.status))
+
+    async def _control(
+        self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any
+    ) -> ActionStatus:
+        handle = self._action(tenant, operation_id)
+        try:
+            return await self._guard(lambda: handle.execute_update(update, arg))
+        except SettledError as error:
+            if error.code == "noop":
+                return await self.get(tenant, operation_id)
+            if error.code == "closed":
+                if name in _CLOSED_ANSWER:
+                    message = "the action is settled and its record is closed"
+                    raise SettledError(_CLOSED_ANSWER[name], message) from None
+                return await self.get(tenant, operation_id)
+            raise
+
+    async def authorize(
+        self, tenant: str | None, operation_id: str, by: str | None, wait_s: float
+    ) -> ActionStatus:
+        return await self._control(
+            tenant, operation_id, "authorize", ActionWorkflow.authorize, Authorize(by=by, wait_s=wait_s)
+        )
+
+    async def amend(self, tenant: str | None, operation_id: str, params: dict[str, Any]) -> ActionStatus:
+        status = await self.get(tenant, operation_id)
+        kind = self.kinds.get(status.kind)
+        if kind is not None:
+            try:
+                validate_params(kind, params)
+            except InvalidParams as error:
+                raise SettledError("invalid_params", str(error)) from None
+        return await self._control(tenant, operation_id, "amend", ActionWorkflow.amend, Amend(params=params))
+
+    async def cancel(
+        self, tenant: str | None, operation_id: str, by: str | None, reason: str | None, wait_s: float
+    ) -> ActionStatus:
+        request = Cancel(by=by, reason=reason, wait_s=wait_s)
+        return await self._control(tenant, operation_id, "cancel", ActionWorkflow.cancel, request)
+
+    async def reconcile(self, tenant: str | None, operation_id: str, wait_s: float, why: str) -> ActionStatus:
+        request = Reconcile(why=why, wait_s=wait_s)
+        return await self._control(tenant, operation_id, "reconcile", ActionWorkflow.reconcile, request)
+
+    async def presented(self, tenant: str | None, operation_id: str, present: Present) -> ActionStatus:
+        return await self._control(tenant, operation_id, "presented", ActionWorkflow.presented, present)
+
+    # -- conversations -------------------------------------------------------------------------
+
+    async def conversation_event(
+        self, tenant: str | None, conversation_id: str, event: ChannelEvent
+    ) -> list[str]:
+        """Record a channel event; for interruptions and openings, reconcile what may be in flight."""
+        start = WithStartWorkflowOperation(
+            ConversationWorkflow.run,
+            ConversationStart(tenant=tenant, conversation_id=conversation_id),
+            id=conversation_workflow_id(tenant, conversation_id),
+            task_queue=TASK_QUEUE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"conversation {conversation_id}",
+        )
+        result = await self._guard(
+            lambda: self.client.execute_update_with_start_workflow(
+                ConversationWorkflow.channel_event, event, start_workflow_operation=start
+            )
+        )
+        why = f"{event.type} on {event.channel}"
+        for operation_id in result.reconcile:
+            try:
+                await self.reconcile(tenant, operation_id, 0, why)
+            except SettledError as error:
+                if error.code != "not_found":
+                    raise
+        return result.reconcile
+
+    async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
+        try:
+            view = await self._guard(
+                lambda: self._conversation(tenant, conversation_id).query(ConversationWorkflow.view)
+            )
+        except SettledError as error:
+            if error.code != "not_found":
+                raise
+            return build_handoff(conversation_id, Channels(), [], {})
+        actions = []
+        for operation_id in view.operation_ids:
+            try:
+                status = await self.get(tenant, operation_id)
+            except SettledError as error:
+                if error.code != "not_found":
+                    raise
+                continue  # tracked, but its start never happened (a crash between, or a conflict)
+            if status.conversation_id == conversation_id:
+                actions.append(status)
+        channels = Channels(**{name: record.state for name, record in view.channels.items()})
+        reasons = {name: record.reason for name, record in view.channels.items() if record.reason}
+        return build_handoff(conversation_id, channels, actions, reasons)
+
+    async def events_since(self, tenant: str | None, conversation_id: str, since: int) -> EventsSince | None:
+        """The stream's source; None while the conversation does not exist yet."""
+        try:
+            return await self._guard(
+                lambda: self._conversation(tenant, conversation_id).query(
+                    ConversationWorkflow.events_since, since
+                )
+            )
+        except SettledError as error:
+            if error.code == "not_found":
+                return None
+            raise
+
+    # -- health --------------------------------------------------------------------------------
+
+    async def worker_polling(self) -> bool:
+        from temporalio.api.enums.v1 import TaskQueueType
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+        request = DescribeTaskQueueRequest(
+            namespace=self.settings.namespace,
+            task_queue=TaskQueue(name=TASK_QUEUE),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+        response = await self.client.workflow_service.describe_task_queue(
+            request, timeout=timedelta(seconds=2)
+        )
+        return bool(response.pollers)
+
+    # -- error mapping -------------------------------------------------------------------------
+
+    async def _guard(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            if isinstance(cause, ApplicationError) and cause.type:
+                raise SettledError(cause.type, cause.message) from None
+            raise SettledError("invalid_request", str(cause)) from None
+        except (WorkflowQueryRejectedError, WorkflowQueryFailedError) as error:
+            raise SettledError("invalid_request", str(error)) from None
+        except RPCError as error:
+            if _unavailable(error):
+                raise SettledError(
+                    "temporal_unavailable", f"Temporal is unavailable: {error.message}"
+                ) from None
+            if _is_closed(error):
+                raise SettledError("closed", "the workflow has completed") from None
+            if error.status is RPCStatusCode.NOT_FOUND:
+                raise SettledError("not_found", "no such operation or conversation") from None
+            raise

@@ -1,0 +1,174 @@
+"""Action kinds: the business-system contract, one `[kinds.NAME]` table each (contract §4).
+
+A kinds file is validated whole at start-up; every error names the file, the kind and the field.
+The `KindSpec` of an action is copied into its workflow when it starts, so a running action keeps
+the contract it was requested under even if the file changes later.
+"""
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from settled.states import State
+from settled.templates import placeholders
+
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+_SAY_FIELDS = {"business_ref", "reason", "description", "operation_id"}
+
+
+class KindsFileError(ValueError):
+    """The kinds file cannot be used; the message says where and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HttpCall(_Strict):
+    method: HttpMethod = "POST"
+    url: str
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return url
+
+
+class LookupCall(HttpCall):
+    method: HttpMethod = "GET"
+    authoritative: bool = False
+
+
+class KindSpec(_Strict):
+    name: str
+    description: str
+    requires_authorization: bool = False
+    params_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    dispatch: HttpCall
+    lookup: LookupCall | None = None
+    compensate: HttpCall | None = None
+    idempotency_header: str | None = None
+    operation_field: str | None = None
+    reference_field: str = "id"
+    timeout_s: float = Field(default=5.0, gt=0, le=300)
+    say: dict[State, str] = Field(default_factory=dict)
+    # Reconciliation of `unknown` (contract §1); the first lookup waits the initial interval.
+    reconcile_initial_interval_s: float = Field(default=1.0, gt=0)
+    reconcile_max_interval_s: float = Field(default=60.0, gt=0)
+    attention_after_s: float = Field(default=300.0, ge=0)
+    give_up_after_s: float = Field(default=604800.0, gt=0)
+    # A connection that was never made is retried with this backoff (nothing reached the service).
+    connect_retry_max_interval_s: float = Field(default=30.0, gt=0)
+    # How long a settled action stays open for cancel (compensation) and presentation records.
+    keep_open_after_settled_s: float = Field(default=7 * 86400.0, gt=0)
+    # Params are redacted this long after the action settled (None: kept).
+    redact_params_after_s: float | None = Field(default=None, ge=0)
+
+    @field_validator("params_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as error:
+            raise ValueError(f"not a valid JSON Schema: {error.message}") from None
+        if schema.get("type") != "object":
+            raise ValueError('must describe a JSON object (type = "object")')
+        return schema
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "KindSpec":
+        properties = set(self.params_schema.get("properties", {}))
+        self._check_url("dispatch", self.dispatch.url, {"operation_id"}, properties)
+        if self.lookup:
+            self._check_url("lookup", self.lookup.url, {"operation_id"}, properties)
+        if self.compensate:
+            self._check_url("compensate", self.compensate.url, {"operation_id", "business_ref"}, properties)
+        for state, template in self.say.items():
+            for name in placeholders(template):
+                if name not in _SAY_FIELDS and not _is_param(name, properties):
+                    raise ValueError(f"say.{state.value}: unknown placeholder {{{name}}}")
+        if self.reconcile_initial_interval_s > self.reconcile_max_interval_s:
+            raise ValueError("reconcile_initial_interval_s is larger than reconcile_max_interval_s")
+        return self
+
+    @staticmethod
+    def _check_url(field: str, url: str, allowed: set[str], properties: set[str]) -> None:
+        for name in placeholders(url):
+            if name not in allowed and not _is_param(name, properties):
+                raise ValueError(f"{field}.url: unknown placeholder {{{name}}}")
+
+    @property
+    def compensable(self) -> bool:
+        return self.compensate is not None
+
+    @property
+    def deduplicates(self) -> bool:
+        """The service deduplicates on the idempotency header, so a re-send is safe."""
+        return self.idempotency_header is not None
+
+
+def _is_param(name: str, properties: set[str]) -> bool:
+    head, _, rest = name.partition(".")
+    return head == "params" and rest.split(".")[0] in properties
+
+
+class Kinds:
+    """The kinds of one configuration, by name."""
+
+    def __init__(self, specs: dict[str, KindSpec], source: str) -> None:
+        self._specs = specs
+        self.source = source
+
+    def get(self, name: str) -> KindSpec | None:
+        return self._specs.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._specs.values())
+
+
+def parse_kinds(text: str, source: str) -> Kinds:
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise KindsFileError(f"{source}: not valid TOML: {error}") from None
+    unknown_top = set(document) - {"kinds"}
+    if unknown_top:
+        raise KindsFileError(
+            f"{source}: unknown top-level table(s) {sorted(unknown_top)}; expected [kinds.NAME]"
+        )
+    tables = document.get("kinds")
+    if not isinstance(tables, dict) or not tables:
+        raise KindsFileError(f"{source}: no kinds: add at least one [kinds.NAME] table")
+    specs: dict[str, KindSpec] = {}
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise KindsFileError(f"{source}: kinds.{name}: must be a table")
+        try:
+            specs[name] = KindSpec.model_validate({**table, "name": name})
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "(table)"
+            raise KindsFileError(f"{source}: kinds.{name}.{field}: {first['msg']}") from None
+    return Kinds(specs, source)
+
+
+def load_kinds(path: str | Path | None, sandbox_url: str = "http://127.0.0.1:8100") -> Kinds:
+    """The kinds file at `path`, or the sandbox kinds pointed at `sandbox_url`."""
+    if path is None:
+        template = resources.files("settled").joinpath("sandbox_kinds.toml").read_text()
+        return parse_kinds(template.replace("@SANDBOX_URL@", sandbox_url.rstrip("/")), "sandbox kinds")
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as error:
+        raise KindsFileError(f"{file}: cannot read the kinds file: {error.strerror}") from None
+    return parse_kinds(text, str(file))

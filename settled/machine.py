@@ -1,0 +1,478 @@
+"""The action state machine: pure, typed, in one place (contract §1).
+
+`ActionRecord` is the durable state of one action. The workflow drives it: it asks `next_step`
+what to do, performs the I/O, and feeds the business system's answer back (`on_dispatch`,
+`on_lookup`, `on_compensation`). Controls (authorize, amend, cancel, reconcile, presented) have a
+`check_*` that refuses a bad call before anything is recorded (the update validators) and an
+`apply_*`. Time is always passed in, never read, so the workflow stays deterministic and the rules
+can be tested without Temporal.
+"""
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from settled.kinds import KindSpec
+from settled.models import REDACTED_MARK, ActionStatus, Channel, HistoryEntry, LogEntry, Presented
+from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+from settled.say import say_for
+from settled.states import SETTLED, State, claim_for
+
+LOG_LIMIT = 50
+# Reconcile requests this soon after a lookup are answered by it: a burst of events is one lookup.
+RECONCILE_COALESCE = timedelta(seconds=1)
+
+
+class ControlRefused(Exception):
+    """A control that cannot apply. `code` is the contract's error code; "noop" means that the call
+    is valid but changes nothing (answered 200 with the current status)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def params_digest(params: dict[str, Any]) -> str:
+    canonical = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class Step(BaseModel):
+    """What the driver should do next. `wait` ends at `until` (None: only a control wakes it)."""
+
+    action: Literal["dispatch", "lookup", "compensate", "wait", "close"]
+    until: datetime | None = None
+
+
+class NewAction(BaseModel):
+    """Everything an action starts from; the workflow's input."""
+
+    operation_id: str
+    operation_key: str
+    conversation_id: str
+    tenant: str | None = None
+    kind: KindSpec
+    params: dict[str, Any]
+    authorized: bool = False
+    authorized_by: str | None = None
+
+
+class ActionRecord(BaseModel):
+    operation_id: str
+    operation_key: str
+    conversation_id: str
+    tenant: str | None
+    kind: KindSpec
+    requested_digest: str
+    params: dict[str, Any]
+    params_redacted: bool = False
+    state: State = State.REQUESTED
+    authorized: bool = False
+    authorized_by: str | None = None
+    dispatched: bool = False
+    attempts: int = 0
+    business_ref: str | None = None
+    reason: str | None = None
+    cancel_requested: bool = False
+    compensated: bool = False
+    compensation_pending: bool = False
+    needs_attention: bool = False
+    reauthorization_needed: bool = False  # params changed after consent: the old consent is void
+    presented: Presented | None = None
+    history: list[HistoryEntry] = Field(default_factory=list)
+    log: list[LogEntry] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+    registrations: int = 0
+    version: int = 0
+    # Bookkeeping of the driver; not part of the public status.
+    possibly_applied: bool = False  # a request may have been applied and no authority said otherwise
+    resend_allowed: bool = False  # the next dispatch is safe (deduplicated, or authoritatively not applied)
+    lookup_requested: bool = False
+    lookups: int = 0
+    last_lookup_at: datetime | None = None
+    checks: int = 0  # lookups and re-sends in the current unverified stretch, for the backoff
+    connect_failures: int = 0
+    retry_streak: int = 0  # consecutive sends that ended the way the one before them did
+    first_dispatch_at: datetime | None = None
+    lookups_from: datetime | None = None  # automatic lookups run for give_up_after_s from here
+    next_check_at: datetime | None = None
+    next_dispatch_at: datetime | None = None
+    next_compensation_at: datetime | None = None
+    compensation_attempts: int = 0
+    settled_at: datetime | None = None
+
+    # -- creation and status -------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, new: NewAction, now: datetime) -> "ActionRecord":
+        authorized = new.authorized or not new.kind.requires_authorization
+        record = cls(
+            operation_id=new.operation_id,
+            operation_key=new.operation_key,
+            conversation_id=new.conversation_id,
+            tenant=new.tenant,
+            kind=new.kind,
+            requested_digest=params_digest(new.params),
+            params=new.params,
+            authorized=authorized,
+            authorized_by=new.authorized_by if new.authorized else None,
+            created_at=now,
+            updated_at=now,
+        )
+        note = "recorded; waiting for authorization" if not authorized else "recorded"
+        record.history.append(HistoryEntry(state=State.REQUESTED, at=now, note=note))
+        return record
+
+    def status(self) -> ActionStatus:
+        return ActionStatus(
+            operation_id=self.operation_id,
+            conversation_id=self.conversation_id,
+            kind=self.kind.name,
+            params=self.params,
+            state=self.state,
+            authorized=self.authorized,
+            dispatched=self.dispatched,
+            attempts=self.attempts,
+            business_ref=self.business_ref,
+            reason=self.reason,
+            cancel_requested=self.cancel_requested,
+            compensated=self.compensated,
+            needs_attention=self.needs_attention,
+            claim=claim_for(self.state),
+            say=say_for(self),
+            presented=self.presented,
+            history=self.history,
+            updated_at=self.updated_at,
+            log=self.log,
+        )
+
+    @property
+    def settled(self) -> bool:
+        return self.state in SETTLED
+
+    @property
+    def waiting_for_authorization(self) -> bool:
+        return self.state is State.REQUESTED and not self.authorized
+
+    # -- recording -----------------------------------------------------------------------------
+
+    def _move(self, state: State, now: datetime, note: str) -> None:
+        self.state = state
+        self.history.append(HistoryEntry(state=state, at=now, note=note))
+        if state in SETTLED and self.settled_at is None:
+            self.settled_at = now
+            self.needs_attention = False
+            self.possibly_applied = False
+            self.lookup_requested = False
+        self._touch(now)
+
+    def _note(self, now: datetime, event: str, note: str) -> None:
+        self.log.append(LogEntry(at=now, event=event, note=note))
+        del self.log[:-LOG_LIMIT]
+        self._touch(now)
+
+    def _touch(self, now: datetime) -> None:
+        self.updated_at = now
+        self.version += 1
+
+    def _backoff(self, failures: int, cap_s: float) -> timedelta:
+        initial = self.kind.reconcile_initial_interval_s
+        return timedelta(seconds=min(initial * 2 ** min(failures, 30), max(cap_s, initial)))
+
+    # -- what to do next -----------------------------------------------------------------------
+
+    def tick(self, now: datetime) -> None:
+        """Apply what time alone changes: the attention flag and the redaction of params."""
+        if (
+            not self.settled
+            and not self.needs_attention
+            and self.first_dispatch_at is not None
+            and now >= self._attention_at()
+        ):
+            self.needs_attention = True
+            self._note(
+                now, "needs_attention", f"not settled {self.kind.attention_after_s:g}s after the first send"
+            )
+        redact_at = self._redact_at()
+        if redact_at is not None and now >= redact_at and not self.params_redacted:
+            self.params = dict.fromkeys(self.params, REDACTED_MARK)
+            self.params_redacted = True
+            self._note(now, "redacted", "params redacted by the retention rule")
+
+    def _attention_at(self) -> datetime:
+        assert self.first_dispatch_at is not None
+        return self.first_dispatch_at + timedelta(seconds=self.kind.attention_after_s)
+
+    def _redact_at(self) -> datetime | None:
+        if self.settled_at is None or self.kind.redact_params_after_s is None:
+            return None
+        return self.settled_at + timedelta(seconds=self.kind.redact_params_after_s)
+
+    def _close_at(self) -> datetime:
+        assert self.settled_at is not None
+        return self.settled_at + timedelta(seconds=self.kind.keep_open_after_settled_s)
+
+    def _automatic_lookups_over(self, now: datetime) -> bool:
+        start = self.lookups_from or self.first_dispatch_at or now
+        return now >= start + timedelta(seconds=self.kind.give_up_after_s)
+
+    def next_step(self, now: datetime) -> Step:
+        wakes: list[datetime] = []
+        if self.first_dispatch_at is not None and not self.settled and not self.needs_attention:
+            wakes.append(self._attention_at())
+
+        if self.state is State.REQUESTED:
+            if not self.authorized:
+                return self._wait(wakes)
+            if self.next_dispatch_at is None or now >= self.next_dispatch_at:
+                return Step(action="dispatch")
+            return self._wait([*wakes, self.next_dispatch_at])
+
+        if self.state is State.UNKNOWN:
+            if self.resend_allowed and not self.cancel_requested:
+                return Step(action="dispatch")
+            due = self.lookup_requested or (
+                self.next_check_at is not None
+                and now >= self.next_check_at
+                and not self._automatic_lookups_over(now)
+            )
+            if due and self.kind.lookup is not None:
+                return Step(action="lookup")
+            if due and self.kind.deduplicates and not self.cancel_requested:
+                return Step(action="dispatch")
+            if due:
+                # Nothing here can verify it: no lookup, and a re-send is not safe. Wait for a person.
+                self.lookup_requested = False
+                self.next_check_at = None
+            if self.next_check_at is not None and not self._automatic_lookups_over(now):
+                wakes.append(self.next_check_at)
+            return self._wait(wakes)
+
+        if self.state is State.RUNNING:
+            raise AssertionError("next_step while a dispatch is in flight")
+
+        # Settled.
+        if self.state is State.CONFIRMED and self.compensation_pending:
+            if self.next_compensation_at is None or now >= self.next_compensation_at:
+                return Step(action="compensate")
+            wakes.append(self.next_compensation_at)
+        close_at = self._close_at()
+        if now >= close_at and not self.compensation_pending:
+            return Step(action="close")
+        wakes.append(close_at)
+        redact_at = self._redact_at()
+        if redact_at is not None and not self.params_redacted:
+            wakes.append(redact_at)
+        return self._wait(wakes)
+
+    @staticmethod
+    def _wait(wakes: list[datetime]) -> Step:
+        return Step(action="wait", until=min(wakes) if wakes else None)
+
+    # -- the business system's answers ---------------------------------------------------------
+
+    def begin_dispatch(self, now: datetime) -> None:
+        resend = self.attempts > 0
+        self.dispatched = True
+        self.resend_allowed = False
+        if self.first_dispatch_at is None:
+            self.first_dispatch_at = now
+        if self.state is State.UNKNOWN:
+            self.checks += 1
+        note = f"sending again with the same key (attempt {self.attempts + 1})" if resend else "sending"
+        self._move(State.RUNNING, now, note)
+
+    def on_dispatch(self, outcome: DispatchOutcome, now: datetime) -> None:
+        if outcome.may_have_reached:
+            self.attempts += 1
+        match outcome.result:
+            case "confirmed":
+                self.business_ref = outcome.business_ref
+                self.reason = None
+                self._confirmed(now, outcome.detail)
+            case "rejected":
+                self.reason = outcome.detail
+                self._move(State.FAILED, now, outcome.detail)
+            case "not_sent":
+                self.connect_failures += 1
+                delay = self._backoff(self.connect_failures - 1, self.kind.connect_retry_max_interval_s)
+                if self.possibly_applied:
+                    # An earlier request may stand: this is still unverified, not "not sent".
+                    self.reason = outcome.detail
+                    self.next_check_at = now + delay
+                    self._retry_ended(State.UNKNOWN, now, outcome.detail)
+                elif self.cancel_requested:
+                    self._move(State.CANCELLED, now, "cancelled; nothing had reached the service")
+                else:
+                    self.next_dispatch_at = now + delay
+                    self.resend_allowed = True
+                    self._retry_ended(
+                        State.REQUESTED, now, f"{outcome.detail}; retrying in {delay.total_seconds():g}s"
+                    )
+            case "unknown":
+                self.possibly_applied = True
+                self.reason = outcome.detail
+                self.next_check_at = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
+                self._retry_ended(State.UNKNOWN, now, outcome.detail)
+
+    def _retry_ended(self, state: State, now: datetime, note: str) -> None:
+        """A send that ended where the previous one did is folded into it, so a service that stays down
+        for a day leaves two history entries, not thousands (the log keeps each try)."""
+        history = self.history
+        repeat = len(history) >= 3 and history[-1].state is State.RUNNING and history[-2].state is state
+        if not repeat:
+            self.retry_streak = 0
+            self._move(state, now, note)
+            return
+        self.retry_streak += 1
+        history.pop()
+        history[-1] = HistoryEntry(
+            state=state, at=now, note=f"{note} (again, {self.retry_streak + 1} tries in a row)"
+        )
+        self.state = state
+        self._note(now, "retry", note)
+
+    def _confirmed(self, now: datetime, detail: str) -> None:
+        self._move(State.CONFIRMED, now, detail)
+        if self.cancel_requested:
+            if self.kind.compensable:
+                self.compensation_pending = True
+                self.next_compensation_at = now
+            else:
+                self._note(now, "cancel_too_late", "it was applied before the cancel and cannot be reversed")
+
+    def on_lookup(self, outcome: LookupOutcome, now: datetime) -> None:
+        self.lookups += 1
+        self.last_lookup_at = now
+        self.lookup_requested = False
+        self.checks += 1
+        self._note(now, "lookup", outcome.detail)
+        match outcome.result:
+            case "applied":
+                self.business_ref = outcome.business_ref or self.business_ref
+                self.reason = None
+                self._confirmed(now, outcome.detail)
+            case "not_applied":
+                self.possibly_applied = False
+                if self.cancel_requested:
+                    self._move(State.CANCELLED, now, f"{outcome.detail}; cancelled")
+                else:
+                    self.resend_allowed = True
+            case "inconclusive":
+                self.reason = outcome.detail
+                if self.kind.deduplicates and not self.cancel_requested:
+                    self.resend_allowed = True
+                self.next_check_at = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
+
+    def on_compensation(self, outcome: CompensationOutcome, now: datetime) -> None:
+        self.compensation_attempts += 1
+        self._note(now, "compensation", outcome.detail)
+        match outcome.result:
+            case "compensated":
+                self.compensation_pending = False
+                self.compensated = True
+                self.reason = None
+                self._move(State.CANCELLED, now, outcome.detail)
+            case "rejected":
+                self.compensation_pending = False
+                self.reason = outcome.detail
+                self._touch(now)
+            case "unknown":
+                self.next_compensation_at = now + self._backoff(
+                    self.compensation_attempts, self.kind.reconcile_max_interval_s
+                )
+
+    # -- controls ------------------------------------------------------------------------------
+
+    def check_register(self, kind: str, params: dict[str, Any]) -> None:
+        if kind != self.kind.name or params_digest(params) != self.requested_digest:
+            raise ControlRefused(
+                "operation_conflict",
+                f"operation {self.operation_id} already exists with another kind or other params",
+            )
+
+    def apply_register(self) -> bool:
+        """Returns True for the registration that created the action."""
+        self.registrations += 1
+        return self.registrations == 1
+
+    def check_authorize(self) -> None:
+        if not self.waiting_for_authorization:
+            raise ControlRefused("noop", "not waiting for authorization")
+
+    def apply_authorize(self, by: str | None, now: datetime) -> None:
+        self.authorized = True
+        self.authorized_by = by
+        self.reauthorization_needed = False
+        self._note(now, "authorized", f"authorized by {by}" if by else "authorized")
+
+    def check_amend(self, params: dict[str, Any]) -> None:
+        if self.settled:
+            raise ControlRefused("not_amendable", f"the action is already {self.state.value}")
+        if self.dispatched or self.state is not State.REQUESTED:
+            raise ControlRefused(
+                "already_dispatched", "a request may already have reached the business system"
+            )
+        if params == self.params:
+            raise ControlRefused("noop", "the params are unchanged")
+
+    def apply_amend(self, params: dict[str, Any], now: datetime) -> None:
+        self.params = params
+        self.next_dispatch_at = None
+        note = "params amended"
+        if self.kind.requires_authorization and self.authorized:
+            self.authorized = False
+            self.authorized_by = None
+            self.reauthorization_needed = True
+            note += "; the earlier authorization no longer applies"
+        self._note(now, "amended", note)
+
+    def check_cancel(self) -> None:
+        if self.state is State.CANCELLED:
+            raise ControlRefused("noop", "already cancelled")
+        if self.state is State.FAILED:
+            raise ControlRefused(
+                "cannot_cancel", "it failed: nothing was applied, there is nothing to cancel"
+            )
+        if self.state is State.CONFIRMED and not self.kind.compensable:
+            raise ControlRefused(
+                "cannot_cancel", f"it was confirmed and a {self.kind.name} cannot be reversed"
+            )
+        if self.cancel_requested and (self.state is not State.CONFIRMED or self.compensation_pending):
+            raise ControlRefused("noop", "a cancel is already under way")
+
+    def apply_cancel(self, by: str | None, reason: str | None, now: datetime) -> None:
+        self.cancel_requested = True
+        words = f"cancel requested by {by}" if by else "cancel requested"
+        self._note(now, "cancel_requested", f"{words}: {reason}" if reason else words)
+        if self.state is State.REQUESTED:
+            self._move(State.CANCELLED, now, "cancelled before anything was applied")
+        elif self.state is State.UNKNOWN:
+            self.resend_allowed = False
+            self.lookup_requested = True
+        elif self.state is State.CONFIRMED:
+            self.reason = None
+            self.compensation_pending = True
+            self.next_compensation_at = now
+
+    def check_reconcile(self, now: datetime) -> None:
+        if self.state not in (State.RUNNING, State.UNKNOWN):
+            raise ControlRefused("noop", f"nothing to check: the action is {self.state.value}")
+        if self.lookup_requested:
+            raise ControlRefused("noop", "a lookup is already due")
+        if self.last_lookup_at is not None and now - self.last_lookup_at < RECONCILE_COALESCE:
+            raise ControlRefused("noop", "it was just looked up")
+
+    def apply_reconcile(self, why: str, now: datetime) -> None:
+        self.lookup_requested = True
+        self.lookups_from = now  # a reconcile restarts automatic lookups that had given up
+        self._note(now, "reconcile", why)
+
+    def apply_presented(self, channel: Channel, text: str, completed: bool, now: datetime) -> None:
+        self.presented = Presented(channel=channel, text=text, completed=completed, state=self.state, at=now)
+        self._touch(now)

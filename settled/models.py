@@ -1,0 +1,101 @@
+"""The wire models: what channels send and what they get back (contract §2 and §3)."""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from settled.states import Claim, State
+
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
+Channel = Literal["voice", "text"]
+WAIT_MAX_S = 30.0
+# What a redacted param value reads (retention rules).
+REDACTED_MARK = "[redacted]"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HistoryEntry(BaseModel):
+    state: State
+    at: datetime
+    note: str
+
+
+class LogEntry(BaseModel):
+    """Something that happened without a change of state: a control, a business answer."""
+
+    at: datetime
+    event: str
+    note: str
+
+
+class Presented(BaseModel):
+    channel: Channel
+    text: str
+    completed: bool
+    state: State
+    at: datetime
+
+
+class ActionStatus(BaseModel):
+    operation_id: str
+    conversation_id: str
+    kind: str
+    params: dict[str, Any]
+    state: State
+    authorized: bool
+    dispatched: bool
+    attempts: int
+    business_ref: str | None
+    reason: str | None
+    cancel_requested: bool
+    compensated: bool
+    needs_attention: bool
+    claim: Claim
+    say: str
+    presented: Presented | None
+    history: list[HistoryEntry]
+    updated_at: datetime
+    # Beyond the contract: controls and business answers, newest last (bounded).
+    log: list[LogEntry] = Field(default_factory=list)
+
+
+# Request bodies -----------------------------------------------------------------------------
+
+
+class CreateAction(_Body):
+    conversation_id: Identifier
+    kind: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    params: dict[str, Any] = Field(default_factory=dict)
+    operation_id: Identifier | None = None
+    authorized: bool = False
+    authorized_by: Annotated[str, StringConstraints(max_length=200)] | None = None
+
+
+class AuthorizeBody(_Body):
+    by: Annotated[str, StringConstraints(max_length=200)] | None = None
+
+
+class AmendBody(_Body):
+    params: dict[str, Any]
+
+
+class CancelBody(_Body):
+    by: Annotated[str, StringConstraints(max_length=200)] | None = None
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+class PresentedBody(_Body):
+    channel: Channel
+    text: Annotated[str, StringConstraints(max_length=4000)]
+    completed: bool
+
+
+class ConversationEventBody(_Body):
+    type: Literal["channel_opened", "channel_closed", "interrupted"]
+    channel: Channel
+    reason: Annotated[str, StringConstraints(max_length=200)] | None = None

@@ -1,0 +1,197 @@
+"""Operator commands: find, inspect and act on actions; export and replay histories.
+
+A table by default, JSON with `--json`; the exit code is non-zero on any failure.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from settled import visibility
+from settled.config import Settings
+from settled.gateway import Gateway, SettledError, connect
+from settled.identity import action_workflow_id
+from settled.kinds import load_kinds
+from settled.models import ActionStatus
+from settled.states import State
+
+console = Console()
+OPERATOR_WAIT_S = 10.0
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def list_query(tenant: str | None, conversation: str | None, state: str | None, kind: str | None) -> str:
+    clauses = [
+        "WorkflowType = 'Action'",
+        f"{visibility.TENANT.name} = {_quoted(tenant or visibility.NO_TENANT)}",
+    ]
+    for key, value in (
+        (visibility.CONVERSATION, conversation),
+        (visibility.STATE, state),
+        (visibility.KIND, kind),
+    ):
+        if value:
+            clauses.append(f"{key.name} = {_quoted(value)}")
+    return " AND ".join(clauses)
+
+
+def _print_status(status: ActionStatus, as_json: bool) -> None:
+    if as_json:
+        print(status.model_dump_json(indent=2))
+        return
+    table = Table(title=f"{status.kind} {status.operation_id}", show_header=False)
+    for name in ("conversation_id", "state", "claim", "authorized", "dispatched", "attempts", "business_ref",
+                 "reason", "cancel_requested", "compensated", "needs_attention", "say"):  # fmt: skip
+        table.add_row(name, str(getattr(status, name)))
+    table.add_row("params", json.dumps(status.params))
+    if status.presented:
+        presented = status.presented
+        table.add_row(
+            "presented",
+            f"{presented.channel} ({'finished' if presented.completed else 'cut'}): {presented.text}",
+        )
+    console.print(table)
+    history = Table("at", "state", "note", title="transitions")
+    for entry in status.history:
+        history.add_row(entry.at.isoformat(timespec="milliseconds"), entry.state.value, entry.note)
+    console.print(history)
+    if status.log:
+        log = Table("at", "event", "note", title="controls and business answers")
+        for item in status.log:
+            log.add_row(item.at.isoformat(timespec="milliseconds"), item.event, item.note)
+        console.print(log)
+
+
+async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
+    if args.state and args.state not in {state.value for state in State}:
+        raise SettledError(
+            "invalid_request", f"--state {args.state!r}: one of {', '.join(s.value for s in State)}"
+        )
+    query = list_query(args.tenant, args.conversation, args.state, args.kind)
+    rows: list[dict[str, Any]] = []
+    async for execution in gateway.client.list_workflows(query):
+        attributes = execution.typed_search_attributes
+        rows.append(
+            {
+                "workflow_id": execution.id,
+                "operation_id": execution.id.split(":", 1)[1].removeprefix(
+                    f"{args.tenant}:" if args.tenant else ""
+                ),
+                "conversation_id": attributes.get(visibility.CONVERSATION),
+                "kind": attributes.get(visibility.KIND),
+                "state": attributes.get(visibility.STATE),
+                "needs_attention": attributes.get(visibility.NEEDS_ATTENTION),
+                "started_at": execution.start_time.isoformat(),
+                "open": execution.close_time is None,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        table = Table("operation", "conversation", "kind", "state", "attention", "started", title=query)
+        for row in rows:
+            attention = "yes" if row["needs_attention"] else ""
+            table.add_row(
+                row["operation_id"],
+                row["conversation_id"],
+                row["kind"],
+                row["state"],
+                attention,
+                row["started_at"],
+            )
+        console.print(table)
+    return 0
+
+
+async def _export(gateway: Gateway, args: argparse.Namespace) -> int:
+    handle = gateway.client.get_workflow_handle(action_workflow_id(args.tenant, args.operation_id))
+    history = await handle.fetch_history()
+    print(history.to_json())
+    return 0
+
+
+async def _replay(gateway: Gateway | None, args: argparse.Namespace) -> int:
+    from workers.main import WORKFLOWS, workflow_runner
+
+    histories: list[WorkflowHistory] = []
+    for path in args.file:
+        histories.append(WorkflowHistory.from_json(path.stem, Path(path).read_text()))
+    if gateway is not None:
+        for operation_id in args.operation_ids:
+            handle = gateway.client.get_workflow_handle(action_workflow_id(args.tenant, operation_id))
+            histories.append(await handle.fetch_history())
+        if args.query:
+            async for history in gateway.client.list_workflows(args.query).map_histories():
+                histories.append(history)
+    if not histories:
+        raise SettledError("invalid_request", "nothing to replay: give operation ids, --query or --file")
+    replayer = Replayer(
+        workflows=WORKFLOWS, data_converter=pydantic_data_converter, workflow_runner=workflow_runner()
+    )
+    failures: list[dict[str, str]] = []
+    async with replayer.workflow_replay_iterator(_aiter(histories)) as results:
+        async for result in results:
+            if result.replay_failure is not None:
+                failures.append(
+                    {"workflow_id": result.history.workflow_id, "error": str(result.replay_failure)}
+                )
+    summary = {"replayed": len(histories), "failed": len(failures), "failures": failures}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        console.print(f"replayed {len(histories)} histories, {len(failures)} non-deterministic")
+        for failure in failures:
+            console.print(f"[red]{failure['workflow_id']}[/red]: {failure['error']}")
+    return 1 if failures else 0
+
+
+async def _aiter(items: list[WorkflowHistory]):  # type: ignore[no-untyped-def]
+    for item in items:
+        yield item
+
+
+async def run(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    try:
+        needs_server = not (args.command == "replay" and not args.operation_ids and not args.query)
+        gateway = None
+        if needs_server:
+            gateway = Gateway(
+                await connect(settings), load_kinds(settings.config_path, settings.sandbox_url), settings
+            )
+        if args.command == "replay":
+            return await _replay(gateway, args)
+        assert gateway is not None
+        if args.command == "list":
+            return await _list(gateway, args)
+        if args.command == "export-history":
+            return await _export(gateway, args)
+        tenant, operation_id = args.tenant, args.operation_id
+        if args.command == "status":
+            status = await gateway.get(tenant, operation_id)
+        elif args.command == "authorize":
+            status = await gateway.authorize(tenant, operation_id, "operator", OPERATOR_WAIT_S)
+        elif args.command == "cancel":
+            status = await gateway.cancel(tenant, operation_id, "operator", None, OPERATOR_WAIT_S)
+        else:
+            status = await gateway.reconcile(
+                tenant, operation_id, OPERATOR_WAIT_S, "reconcile requested by an operator"
+            )
+        _print_status(status, args.json)
+        return 0
+    except SettledError as error:
+        if getattr(args, "json", False):
+            print(json.dumps({"error": {"code": error.code, "message": error.message}}))
+        print(f"settled: {error.code}: {error.message}", file=sys.stderr)
+        return 1

@@ -1,0 +1,102 @@
+"""The long-running parts of settled, each runnable alone, and `dev`, which runs them all."""
+
+import argparse
+import logging
+import signal
+import subprocess
+import sys
+import threading
+
+from settled.config import Settings
+from settled.kinds import load_kinds
+from settled.stack import Ports, Stack, StackError, ensure_free
+
+
+def _fail(message: str) -> None:
+    print(f"settled: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def _stop_event() -> threading.Event:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def dev(args: argparse.Namespace) -> None:
+    settings = Settings.from_env()
+    config = args.config or settings.config_path
+    ports = Ports(api=args.api_port, temporal=args.temporal_port, ui=args.ui_port, sandbox=args.sandbox_port)
+    stack = Stack(args.data_dir, ports, config=config, sandbox=not args.no_sandbox)
+    if not args.no_sandbox:
+        stack.extra_env["SETTLED_SANDBOX_URL"] = stack.sandbox_url
+    load_kinds(config, stack.sandbox_url)  # a bad kinds file fails here, before anything starts
+    stop = _stop_event()
+    try:
+        stack.start()
+    except StackError as error:
+        _fail(str(error))
+    print("settled dev is up (Ctrl-C stops everything):")
+    print(f"  API          {stack.api_url}   (docs at {stack.api_url}/docs)")
+    print(f"  Temporal     {stack.temporal_address}   (data in {stack.data_dir})")
+    print(f"  Temporal UI  {stack.ui_url}")
+    if stack.sandbox:
+        print(f"  sandbox      {stack.sandbox_url}   (records at {stack.sandbox_url}/_sandbox/records)")
+    print(f"  logs         {stack.data_dir / 'logs'}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            dead = [child.name for child in stack.children.values() if child.exited()]
+            if dead:
+                print(
+                    f"settled: {', '.join(dead)} exited; stopping the stack (see the logs)", file=sys.stderr
+                )
+                break
+    finally:
+        stack.stop()
+        print("settled dev stopped", flush=True)
+
+
+def server(args: argparse.Namespace) -> None:
+    stack = Stack(args.data_dir, Ports(temporal=args.temporal_port, ui=args.ui_port), sandbox=False)
+    try:
+        ensure_free(args.temporal_port, "Temporal", "--temporal-port")
+        ensure_free(args.ui_port, "Temporal UI", "--ui-port")
+    except StackError as error:
+        _fail(str(error))
+    process = subprocess.Popen(stack.server_argv())
+    stop = _stop_event()
+    print(f"Temporal dev server on {stack.temporal_address}, UI on {stack.ui_url}", flush=True)
+    while not stop.wait(0.5) and process.poll() is None:
+        pass
+    if process.poll() is None:
+        process.terminate()
+    sys.exit(process.wait())
+
+
+def worker(_: argparse.Namespace) -> None:
+    from workers.main import main
+
+    main()
+
+
+def api(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from api.app import create_app
+
+    settings = Settings.from_env()
+    app = create_app(settings, load_kinds(settings.config_path, settings.sandbox_url))
+    try:
+        ensure_free(args.api_port, "API", "--api-port")
+    except StackError as error:
+        _fail(str(error))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(app, host="127.0.0.1", port=args.api_port, log_level="warning")
+
+
+def sandbox(args: argparse.Namespace) -> None:
+    from sandbox.server import serve
+
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    serve(port=args.sandbox_port, db_path=args.data_dir / "sandbox.sqlite3")

@@ -1,0 +1,92 @@
+"""The customer-facing sentence for an action, derived from verified state only.
+
+Never "done" unless the business system confirmed it; for `unknown`, say that the request was
+sent, that its result is not confirmed, and that it is being checked before any retry. A kind may
+override the plain sentence of a state (`[kinds.NAME.say]`); the sentences for a cancellation
+that met an applied write are always the built-in ones, so an override cannot hide it.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from settled.states import State
+from settled.templates import placeholders, render
+
+if TYPE_CHECKING:
+    from settled.machine import ActionRecord
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def default_sentence(record: "ActionRecord") -> str:
+    what = record.kind.description
+    ref = f" Your reference is {record.business_ref}." if record.business_ref else ""
+    match record.state:
+        case State.REQUESTED if record.reauthorization_needed and not record.authorized:
+            return f"Nothing has been sent yet: the details changed, so I need your go-ahead again to {what}."
+        case State.REQUESTED if record.kind.requires_authorization and not record.authorized:
+            return f"Nothing has been sent yet: I need your go-ahead to {what}."
+        case State.REQUESTED:
+            return f"Nothing has been sent yet; the request to {what} is queued and will be sent shortly."
+        case State.RUNNING if record.cancel_requested:
+            return (
+                f"The request to {what} is being sent; it may already have gone through, "
+                "so I'll check before I can cancel it."
+            )
+        case State.RUNNING:
+            return f"I'm sending the request to {what} now; it isn't confirmed yet."
+        case State.UNKNOWN if record.cancel_requested:
+            return (
+                f"The request to {what} may already have gone through; I'm checking before I can cancel it."
+            )
+        case State.UNKNOWN:
+            return (
+                f"The request to {what} was sent, but I haven't confirmed the result. "
+                "I'm checking it before trying again."
+            )
+        case State.CONFIRMED if record.cancel_requested and record.compensation_pending:
+            return f"The request to {what} had already gone through; I'm reversing it now.{ref}"
+        case State.CONFIRMED if record.cancel_requested and record.reason:
+            return (
+                f"The request to {what} had already gone through, and reversing it was refused "
+                f"({record.reason}). It still stands.{ref}"
+            )
+        case State.CONFIRMED if record.cancel_requested:
+            return (
+                f"The cancellation came too late: the request to {what} had already gone through "
+                f"and can't be reversed.{ref}"
+            )
+        case State.CONFIRMED:
+            return f"Done: the request to {what} is confirmed.{ref}"
+        case State.FAILED:
+            why = record.reason or "it was refused"
+            return f"The request to {what} didn't go through ({why}). Nothing was applied."
+        case State.CANCELLED if record.compensated:
+            return f"The request to {what} had gone through and has now been reversed.{ref}"
+        case State.CANCELLED:
+            return f"Cancelled: the request to {what} was never applied."
+    raise AssertionError(f"no sentence for {record.state}")
+
+
+def _special(record: "ActionRecord") -> bool:
+    """Situations whose truth an override written for the plain case could misstate."""
+    if record.cancel_requested and record.state in (State.RUNNING, State.UNKNOWN, State.CONFIRMED):
+        return True
+    return record.state is State.CANCELLED and record.compensated
+
+
+def say_for(record: "ActionRecord") -> str:
+    template = record.kind.say.get(record.state)
+    if template is None or _special(record):
+        return default_sentence(record)
+    if record.params_redacted and any(name.startswith("params.") for name in placeholders(template)):
+        return default_sentence(record)
+    values: dict[str, Any] = {
+        "params": record.params,
+        "business_ref": record.business_ref,
+        "reason": record.reason,
+        "description": record.kind.description,
+        "operation_id": record.operation_id,
+    }
+    return _capitalized(render(template, values))

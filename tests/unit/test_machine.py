@@ -1,0 +1,265 @@
+"""The state machine on its own: the rules of contract §1, without Temporal or HTTP."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from settled.kinds import load_kinds
+from settled.machine import ActionRecord, ControlRefused, NewAction
+from settled.outcomes import (
+    CompensationOutcome,
+    DispatchOutcome,
+    LookupOutcome,
+    classify_dispatch,
+    classify_dispatch_transport,
+    classify_lookup,
+)
+from settled.states import State
+
+KINDS = load_kinds(None)
+T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+CONFIRMED = DispatchOutcome(result="confirmed", status_code=201, business_ref="b-1", detail="ok")
+LOST = DispatchOutcome(result="unknown", detail="timeout")
+NOT_SENT = DispatchOutcome(result="not_sent", detail="refused")
+REJECTED = DispatchOutcome(result="rejected", status_code=422, detail="refused: bad room")
+
+
+def record(kind: str = "room_booking", authorized: bool = False, **changes: object) -> ActionRecord:
+    spec = KINDS.get(kind)
+    assert spec is not None
+    spec = spec.model_copy(update=changes)
+    params = (
+        {"room": "Ada", "day": "Thu"}
+        if kind == "room_booking"
+        else {"order_id": "o", "amount": 1, "currency": "EUR"}
+    )
+    new = NewAction(
+        operation_id="op",
+        operation_key="op",
+        conversation_id="c",
+        kind=spec,
+        params=params,
+        authorized=authorized,
+    )
+    return ActionRecord.create(new, T0)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_nothing_is_dispatched_before_authorization() -> None:
+    action = record()
+    assert action.next_step(at(0)).action == "wait"
+    assert action.status().claim == "in_progress"
+    action.apply_authorize("caller", at(1))
+    assert action.next_step(at(1)).action == "dispatch"
+
+
+def test_only_the_business_system_confirms() -> None:
+    action = record(authorized=True)
+    action.begin_dispatch(at(0))
+    assert action.status().claim == "in_progress"
+    action.on_dispatch(CONFIRMED, at(1))
+    status = action.status()
+    assert (status.state, status.claim, status.business_ref) == (State.CONFIRMED, "done", "b-1")
+    assert "b-1" in status.say
+
+
+def test_unknown_is_never_failed_by_time() -> None:
+    action = record("refund", authorized=True, idempotency_header=None, lookup=None)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    for seconds in (10, 1000, 10**6):
+        action.tick(at(seconds))
+        step = action.next_step(at(seconds))
+        assert action.state is State.UNKNOWN and step.action == "wait"
+    assert action.needs_attention is True
+    assert "haven't confirmed" in action.status().say
+
+
+def test_without_dedup_an_inconclusive_lookup_never_allows_a_resend() -> None:
+    action = record("refund", authorized=True, idempotency_header=None)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    step = action.next_step(at(100))
+    assert step.action == "lookup"
+    action.on_lookup(LookupOutcome(result="inconclusive", status_code=503, detail="503"), at(100))
+    assert action.next_step(at(100)).action == "wait"
+    action.on_lookup(LookupOutcome(result="not_applied", status_code=404, detail="404"), at(200))
+    assert action.next_step(at(200)).action == "dispatch"  # only an authority allows the re-send
+
+
+def test_with_dedup_an_inconclusive_lookup_allows_a_resend_with_the_same_key() -> None:
+    action = record(authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.on_lookup(LookupOutcome(result="inconclusive", detail="503"), at(2))
+    assert action.next_step(at(2)).action == "dispatch"
+
+
+def test_a_connection_never_made_stays_requested_and_is_not_an_attempt() -> None:
+    action = record(authorized=True)
+    for n in range(5):
+        action.begin_dispatch(at(n))
+        action.on_dispatch(NOT_SENT, at(n))
+    assert action.state is State.REQUESTED and action.attempts == 0
+    assert [entry.state for entry in action.history] == [State.REQUESTED, State.RUNNING, State.REQUESTED]
+    assert action.next_step(at(4)).action == "wait"
+
+
+def test_cancel_before_dispatch_is_cancelled_and_nothing_more_happens() -> None:
+    action = record()
+    action.check_cancel()
+    action.apply_cancel("caller", None, at(1))
+    assert action.state is State.CANCELLED and not action.dispatched
+    with pytest.raises(ControlRefused) as refused:
+        action.check_cancel()
+    assert refused.value.code == "noop"
+
+
+def test_cancel_in_flight_then_applied_compensates_when_the_kind_can() -> None:
+    action = record(authorized=True)
+    action.begin_dispatch(at(0))
+    action.apply_cancel(None, None, at(0.5))
+    assert "check before I can cancel" in action.status().say
+    action.on_dispatch(CONFIRMED, at(1))
+    assert action.state is State.CONFIRMED and action.next_step(at(1)).action == "compensate"
+    assert "reversing" in action.status().say
+    action.on_compensation(CompensationOutcome(result="compensated", status_code=200, detail="ok"), at(2))
+    assert (action.state, action.compensated, action.business_ref) == (State.CANCELLED, True, "b-1")
+
+
+def test_cancel_in_flight_then_applied_stays_confirmed_when_it_cannot_be_reversed() -> None:
+    action = record("refund", authorized=True)
+    action.begin_dispatch(at(0))
+    action.apply_cancel(None, None, at(0.5))
+    action.on_dispatch(CONFIRMED, at(1))
+    assert action.state is State.CONFIRMED and action.next_step(at(1)).action == "wait"
+    assert "too late" in action.status().say
+    with pytest.raises(ControlRefused) as refused:
+        action.check_cancel()
+    assert refused.value.code == "cannot_cancel"
+
+
+def test_cancel_in_flight_answered_with_a_rejection_ends_failed() -> None:
+    action = record(authorized=True)
+    action.begin_dispatch(at(0))
+    action.apply_cancel(None, None, at(0.5))
+    action.on_dispatch(REJECTED, at(1))
+    assert action.state is State.FAILED and action.status().claim == "not_done"
+
+
+def test_cancel_while_unknown_looks_up_first() -> None:
+    action = record(authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.apply_cancel(None, None, at(2))
+    assert action.next_step(at(2)).action == "lookup"
+    action.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(3))
+    assert action.state is State.CANCELLED and not action.compensated
+
+
+def test_rejected_compensation_leaves_it_confirmed_with_a_reason() -> None:
+    action = record(authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(CONFIRMED, at(1))
+    action.apply_cancel(None, None, at(2))
+    action.on_compensation(
+        CompensationOutcome(result="rejected", status_code=422, detail="too late to cancel"), at(3)
+    )
+    status = action.status()
+    assert (status.state, status.cancel_requested, status.reason) == (
+        State.CONFIRMED,
+        True,
+        "too late to cancel",
+    )
+
+
+def test_amend_resets_authorization_and_is_refused_once_dispatched_or_settled() -> None:
+    action = record(authorized=True)
+    action.check_amend({"room": "Ada", "day": "Fri"})
+    action.apply_amend({"room": "Ada", "day": "Fri"}, at(0))
+    assert not action.authorized and action.next_step(at(0)).action == "wait"
+    assert "go-ahead again" in action.status().say
+    action.apply_authorize(None, at(1))
+    action.begin_dispatch(at(1))
+    with pytest.raises(ControlRefused) as refused:
+        action.check_amend({"room": "Ada", "day": "Sat"})
+    assert refused.value.code == "already_dispatched"
+    action.on_dispatch(CONFIRMED, at(2))
+    with pytest.raises(ControlRefused) as refused:
+        action.check_amend({"room": "Ada", "day": "Sat"})
+    assert refused.value.code == "not_amendable"
+
+
+def test_authorize_when_not_waiting_is_a_noop() -> None:
+    action = record(authorized=True)
+    with pytest.raises(ControlRefused) as refused:
+        action.check_authorize()
+    assert refused.value.code == "noop"
+
+
+def test_a_burst_of_reconciles_is_one_lookup() -> None:
+    action = record(authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.check_reconcile(at(1))
+    action.apply_reconcile("interrupted", at(1))
+    with pytest.raises(ControlRefused):
+        action.check_reconcile(at(1.1))
+    action.on_lookup(LookupOutcome(result="inconclusive", detail="503"), at(1.2))
+    with pytest.raises(ControlRefused):
+        action.check_reconcile(at(1.5))  # just looked up
+    action.check_reconcile(at(3))
+
+
+def test_lookups_give_up_after_the_window_and_reconcile_restarts_them() -> None:
+    action = record("refund", authorized=True, idempotency_header=None, give_up_after_s=100.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.tick(at(400))
+    assert action.needs_attention
+    assert action.next_step(at(400)).until is None  # automatic lookups are over: only a control wakes it
+    action.apply_reconcile("operator", at(400))
+    assert action.next_step(at(400)).action == "lookup"
+
+
+def test_registration_conflicts_on_other_params() -> None:
+    action = record()
+    action.check_register("room_booking", {"room": "Ada", "day": "Thu"})
+    assert action.apply_register() is True and action.apply_register() is False
+    with pytest.raises(ControlRefused) as refused:
+        action.check_register("room_booking", {"room": "Ada", "day": "Fri"})
+    assert refused.value.code == "operation_conflict"
+
+
+def test_redaction_after_the_retention_window_keeps_the_sentence_true() -> None:
+    action = record(authorized=True, redact_params_after_s=60.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(CONFIRMED, at(1))
+    action.tick(at(62))
+    status = action.status()
+    assert set(status.params.values()) == {"[redacted]"}
+    assert "b-1" in status.say and "[redacted]" not in status.say
+    action.check_register("room_booking", {"room": "Ada", "day": "Thu"})  # repeats still match
+
+
+@pytest.mark.parametrize(
+    ("code", "result"),
+    [(200, "confirmed"), (201, "confirmed"), (400, "rejected"), (404, "rejected"), (422, "rejected"),
+     (408, "unknown"), (409, "unknown"), (425, "unknown"), (429, "unknown"), (500, "unknown"),
+     (503, "unknown"), (302, "unknown"), (101, "unknown")],
+)  # fmt: skip
+def test_dispatch_answers_are_classified_as_the_contract_says(code: int, result: str) -> None:
+    assert classify_dispatch(code, {"id": "x"}, "id").result == result
+
+
+def test_transport_failures_and_lookups_are_classified_as_the_contract_says() -> None:
+    assert classify_dispatch_transport("not_connected", "refused").result == "not_sent"
+    assert classify_dispatch_transport("broken", "reset").result == "unknown"
+    assert classify_dispatch_transport("timeout", "read").result == "unknown"
+    assert classify_lookup(200, {"booking": {"id": "b-9"}}, "booking.id", True).business_ref == "b-9"
+    assert classify_lookup(404, None, "id", True).result == "not_applied"
+    assert classify_lookup(404, None, "id", False).result == "inconclusive"
+    assert classify_lookup(503, None, "id", True).result == "inconclusive"

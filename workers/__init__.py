@@ -1,0 +1,1 @@
+"""The worker process: runs the workflows and the business activities."""

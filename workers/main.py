@@ -1,0 +1,72 @@
+"""`settled worker`: polls the task queue until SIGINT/SIGTERM, then drains and exits."""
+
+import asyncio
+import logging
+import signal
+from datetime import timedelta
+
+import httpx
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities.business import BusinessActivities
+from settled.config import Settings
+from settled.gateway import connect
+from settled.identity import TASK_QUEUE
+from workflows.action import ActionWorkflow
+from workflows.conversation import ConversationWorkflow
+
+log = logging.getLogger("settled.worker")
+WORKFLOWS = [ActionWorkflow, ConversationWorkflow]
+# Pure modules shared with the API: loaded once, not re-imported per workflow run.
+PASSED_THROUGH = (
+    "settled",
+    "workflows.messages",
+    "activities.inputs",
+    "pydantic",
+    "pydantic_core",
+    "jsonschema",
+)
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
+    )
+
+
+def build_worker(client: Client, http: httpx.AsyncClient) -> Worker:
+    return Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=WORKFLOWS,
+        activities=BusinessActivities(http).all(),
+        workflow_runner=workflow_runner(),
+        max_concurrent_activities=200,
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+
+
+async def run(settings: Settings) -> None:
+    client = await connect(settings)
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    async with httpx.AsyncClient(limits=limits) as http:
+        worker = build_worker(client, http)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with worker:
+            log.info("worker polling task queue %s at %s", TASK_QUEUE, settings.temporal_address)
+            print(f"settled worker: polling {TASK_QUEUE!r} at {settings.temporal_address}", flush=True)
+            await stop.wait()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(run(Settings.from_env()))
+
+
+if __name__ == "__main__":
+    main()

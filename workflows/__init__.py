@@ -1,0 +1,1 @@
+"""Temporal workflows: deterministic drivers of the pure state machine in `settled.machine`."""

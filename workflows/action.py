@@ -1,0 +1,319 @@
+"""One workflow per consequential action: drives `ActionRecord` and owns nothing else.
+
+The loop asks the record what to do, runs that activity, and feeds the answer back. Controls
+arrive as updates whose validators refuse bad calls before history is touched. Every change is
+published to the conversation workflow (for the handoff and the stream), to the search attributes
+(for operators), and to the workflow's current details (for the Temporal UI).
+"""
+
+import asyncio
+from collections.abc import Callable
+from contextlib import suppress
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.inputs import COMPENSATE, DISPATCH, LOOKUP, BusinessCall
+    from settled import visibility
+    from settled.identity import conversation_workflow_id
+    from settled.machine import ActionRecord, ControlRefused
+    from settled.models import ActionStatus
+    from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+    from settled.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
+    from workflows.messages import (
+        ActionChanged,
+        ActionStart,
+        Amend,
+        Authorize,
+        Cancel,
+        Present,
+        Reconcile,
+        Register,
+        Registered,
+    )
+
+# Continue as new well before Temporal's own limits; the record carries everything over.
+CONTINUE_AS_NEW_AFTER_EVENTS = 4000
+# A write is sent once: Temporal must never retry it on its own (RFC 9110 §9.2.2).
+SEND_ONCE = RetryPolicy(maximum_attempts=1)
+# Lookups are safe to repeat when a worker dies mid-request.
+LOOKUP_RETRIES = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
+HEARTBEAT_TIMEOUT = timedelta(seconds=3)
+
+
+def _refuse(error: ControlRefused) -> ApplicationError:
+    return ApplicationError(error.message, type=error.code, non_retryable=True)
+
+
+@workflow.defn(name="Action")
+class ActionWorkflow:
+    @workflow.init
+    def __init__(self, start: ActionStart) -> None:
+        self._record = start.carried or ActionRecord.create(start.new, workflow.now())
+        self._outbox: list[ActionStatus] = [] if start.carried else [self._record.status()]
+        self._noted_version = self._record.version
+        self._published_state: State | None = State.REQUESTED if not start.carried else self._record.state
+        self._closing = False
+
+    # -- the driver ----------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, start: ActionStart) -> ActionStatus:
+        publisher = asyncio.create_task(self._publish_changes())
+        record = self._record
+        while True:
+            record.tick(workflow.now())
+            self._changed()
+            step = record.next_step(workflow.now())
+            if step.action == "close":
+                break
+            if step.action == "dispatch":
+                await self._dispatch()
+            elif step.action == "lookup":
+                await self._lookup()
+            elif step.action == "compensate":
+                await self._compensate()
+            else:
+                await self._wait(step.until)
+            self._changed()
+            if self._history_is_long():
+                await self._drain(publisher)
+                workflow.continue_as_new(ActionStart(new=start.new, carried=record))
+        await self._drain(publisher)
+        return record.status()
+
+    def _history_is_long(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
+        )
+
+    async def _drain(self, publisher: asyncio.Task[None]) -> None:
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self._outbox)
+        self._closing = True
+        await publisher
+
+    async def _wait(self, until: datetime | None) -> None:
+        version = self._record.version
+        timeout = None
+        if until is not None:
+            timeout = (until - workflow.now()).total_seconds()
+            if timeout <= 0:
+                return
+        with suppress(TimeoutError):
+            await workflow.wait_condition(lambda: self._record.version != version, timeout=timeout)
+
+    def _call(self) -> BusinessCall:
+        record = self._record
+        return BusinessCall(
+            kind=record.kind,
+            operation_key=record.operation_key,
+            params=record.params,
+            business_ref=record.business_ref,
+        )
+
+    def _timeout(self) -> timedelta:
+        return timedelta(seconds=self._record.kind.timeout_s + 5)
+
+    async def _dispatch(self) -> None:
+        record = self._record
+        record.begin_dispatch(workflow.now())
+        self._changed()
+        try:
+            outcome = await workflow.execute_activity(
+                DISPATCH,
+                self._call(),
+                result_type=DispatchOutcome,
+                start_to_close_timeout=self._timeout(),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=SEND_ONCE,
+                summary=f"send {record.kind.name} (attempt {record.attempts + 1})",
+            )
+        except ActivityError as error:
+            # The worker died or failed mid-request: it may have been sent. Verify, never re-send blindly.
+            outcome = DispatchOutcome(result="unknown", detail=f"the worker lost the request ({error.cause})")
+        record.on_dispatch(outcome, workflow.now())
+
+    async def _lookup(self) -> None:
+        try:
+            outcome = await workflow.execute_activity(
+                LOOKUP,
+                self._call(),
+                result_type=LookupOutcome,
+                start_to_close_timeout=self._timeout(),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=LOOKUP_RETRIES,
+                summary=f"look up {self._record.kind.name}",
+            )
+        except ActivityError as error:
+            outcome = LookupOutcome(
+                result="inconclusive", detail=f"the lookup did not finish ({error.cause})"
+            )
+        self._record.on_lookup(outcome, workflow.now())
+
+    async def _compensate(self) -> None:
+        try:
+            outcome = await workflow.execute_activity(
+                COMPENSATE,
+                self._call(),
+                result_type=CompensationOutcome,
+                start_to_close_timeout=self._timeout(),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=SEND_ONCE,
+                summary=f"reverse {self._record.kind.name} {self._record.business_ref}",
+            )
+        except ActivityError as error:
+            outcome = CompensationOutcome(
+                result="unknown", detail=f"the reversal did not finish ({error.cause})"
+            )
+        self._record.on_compensation(outcome, workflow.now())
+
+    # -- publishing ----------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """Queue a snapshot if the record changed since the last one, and mirror it for operators."""
+        record = self._record
+        if record.version == self._noted_version:
+            return
+        self._noted_version = record.version
+        self._outbox.append(record.status())
+        if record.state != self._published_state:
+            self._published_state = record.state
+            workflow.upsert_search_attributes(
+                [
+                    visibility.STATE.value_set(record.state.value),
+                    visibility.NEEDS_ATTENTION.value_set(record.needs_attention),
+                ]
+            )
+        last = record.log[-1].note if record.log else record.history[-1].note
+        ref = f" · ref {record.business_ref}" if record.business_ref else ""
+        workflow.set_current_details(
+            f"**{record.state.value}**{ref} · attempts {record.attempts}\n\nlast: {last}"
+        )
+
+    async def _publish_changes(self) -> None:
+        """Send queued snapshots to the conversation, in order, batched per workflow task."""
+        conversation = workflow.get_external_workflow_handle(
+            conversation_workflow_id(self._record.tenant, self._record.conversation_id)
+        )
+        while True:
+            await workflow.wait_condition(lambda: bool(self._outbox) or self._closing)
+            if not self._outbox:
+                return
+            batch, self._outbox = self._outbox, []
+            try:
+                await conversation.signal("action_changed", ActionChanged(statuses=batch))
+            except Exception as error:  # the conversation is gone: the action itself is still right
+                workflow.logger.warning("could not publish to the conversation: %s", error)
+
+    # -- controls ------------------------------------------------------------------------------
+
+    async def _answer_after(self, ready: Callable[[], bool], wait_s: float) -> ActionStatus:
+        self._changed()
+        if wait_s > 0 and not ready():
+            with suppress(TimeoutError):
+                await workflow.wait_condition(ready, timeout=wait_s)
+        return self._record.status()
+
+    def _not_in_progress(self) -> bool:
+        return self._record.state not in IN_PROGRESS
+
+    @workflow.update
+    async def register(self, request: Register) -> Registered:
+        created = self._record.apply_register()
+        status = await self._answer_after(self._not_in_progress, request.wait_s)
+        return Registered(created=created, status=status)
+
+    @register.validator
+    def _check_register(self, request: Register) -> None:
+        try:
+            self._record.check_register(request.kind, request.params)
+        except ControlRefused as error:
+            raise _refuse(error) from None
+
+    @workflow.update
+    async def authorize(self, request: Authorize) -> ActionStatus:
+        self._record.apply_authorize(request.by, workflow.now())
+        return await self._answer_after(self._not_in_progress, request.wait_s)
+
+    @authorize.validator
+    def _check_authorize(self, request: Authorize) -> None:
+        try:
+            self._record.check_authorize()
+        except ControlRefused as error:
+            raise _refuse(error) from None
+
+    @workflow.update
+    async def amend(self, request: Amend) -> ActionStatus:
+        self._record.apply_amend(request.params, workflow.now())
+        return await self._answer_after(self._not_in_progress, 0)
+
+    @amend.validator
+    def _check_amend(self, request: Amend) -> None:
+        try:
+            self._record.check_amend(request.params)
+        except ControlRefused as error:
+            raise _refuse(error) from None
+
+    @workflow.update
+    async def cancel(self, request: Cancel) -> ActionStatus:
+        record = self._record
+        record.apply_cancel(request.by, request.reason, workflow.now())
+
+        def resolved() -> bool:
+            return record.state in (State.CANCELLED, State.FAILED) or (
+                record.state is State.CONFIRMED and not record.compensation_pending
+            )
+
+        return await self._answer_after(resolved, request.wait_s)
+
+    @cancel.validator
+    def _check_cancel(self, request: Cancel) -> None:
+        try:
+            self._record.check_cancel()
+        except ControlRefused as error:
+            raise _refuse(error) from None
+
+    @workflow.update
+    async def reconcile(self, request: Reconcile) -> ActionStatus:
+        record = self._record
+        record.apply_reconcile(request.why, workflow.now())
+        lookups = record.lookups
+
+        def answered() -> bool:
+            return (
+                record.lookups > lookups
+                or record.state not in MAY_BE_IN_FLIGHT
+                or not record.lookup_requested
+            )
+
+        return await self._answer_after(answered, request.wait_s)
+
+    @reconcile.validator
+    def _check_reconcile(self, request: Reconcile) -> None:
+        try:
+            self._record.check_reconcile(workflow.now())
+        except ControlRefused as error:
+            raise _refuse(error) from None
+
+    @workflow.update
+    async def presented(self, request: Present) -> ActionStatus:
+        self._record.apply_presented(request.channel, request.text, request.completed, workflow.now())
+        return await self._answer_after(lambda: True, 0)
+
+    @workflow.query
+    def status(self) -> ActionStatus:
+        return self._record.status()
+
+    @workflow.query
+    def conflict(self, request: Register) -> str | None:
+        """Why a repeated create would conflict (for records whose workflow has closed)."""
+        try:
+            self._record.check_register(request.kind, request.params)
+        except ControlRefused as error:
+            return error.message
+        return None

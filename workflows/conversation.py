@@ -1,0 +1,122 @@
+"""One workflow per conversation: its channels, its actions, and the log the stream reads.
+
+It never decides anything about an action: actions publish their own snapshots here
+(`action_changed`), channels report events (`channel_event`). Closing a channel changes the
+channel, nothing else.
+"""
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from settled.models import REDACTED_MARK
+    from settled.states import MAY_BE_IN_FLIGHT, SETTLED
+    from workflows.messages import (
+        ActionChanged,
+        ChannelEvent,
+        ChannelEventResult,
+        ChannelRecord,
+        ConversationStart,
+        ConversationState,
+        ConversationView,
+        EventsSince,
+        StreamEvent,
+    )
+
+EVENT_LOG_LIMIT = 1000
+CONTINUE_AS_NEW_AFTER_EVENTS = 4000
+# A conversation with every action settled and nothing new for this long closes.
+IDLE_CLOSE_AFTER = timedelta(days=30)
+
+
+@workflow.defn(name="Conversation")
+class ConversationWorkflow:
+    @workflow.init
+    def __init__(self, start: ConversationStart) -> None:
+        self._state = start.carried or ConversationState()
+        self._conversation_id = start.conversation_id
+        self._activity = 0  # bumped by every signal and update, to restart the idle clock
+
+    @workflow.run
+    async def run(self, start: ConversationStart) -> None:
+        while True:
+            seen = self._activity
+            try:
+                await workflow.wait_condition(
+                    lambda seen=seen: self._activity != seen or self._history_is_long(),
+                    timeout=IDLE_CLOSE_AFTER,
+                )
+            except TimeoutError:
+                if all(status.state in SETTLED for status in self._state.latest.values()):
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    return
+            if self._history_is_long():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
+
+    @staticmethod
+    def _history_is_long() -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
+        )
+
+    @workflow.signal
+    def track_action(self, operation_id: str) -> None:
+        """Sent by the API before the action starts, so a handoff never misses a new action."""
+        self._activity += 1
+        if operation_id not in self._state.operation_ids:
+            self._state.operation_ids.append(operation_id)
+
+    @workflow.signal
+    def action_changed(self, change: ActionChanged) -> None:
+        self._activity += 1
+        state = self._state
+        for status in change.statuses:
+            if status.operation_id not in state.operation_ids:
+                state.operation_ids.append(status.operation_id)
+            state.latest[status.operation_id] = status
+            state.seq += 1
+            state.events.append(StreamEvent(seq=state.seq, status=status))
+            if REDACTED_MARK in status.params.values():
+                self._redact_log(status.operation_id, status.params)
+        del state.events[:-EVENT_LOG_LIMIT]
+
+    def _redact_log(self, operation_id: str, params: dict[str, object]) -> None:
+        for event in self._state.events:
+            if event.status.operation_id == operation_id:
+                event.status.params = dict(params)
+
+    @workflow.update
+    def channel_event(self, event: ChannelEvent) -> ChannelEventResult:
+        self._activity += 1
+        channel = self._state.channels.setdefault(event.channel, ChannelRecord())
+        if event.type == "channel_opened":
+            channel.state, channel.reason = "open", None
+        elif event.type == "channel_closed":
+            channel.state, channel.reason = "closed", event.reason or "closed"
+        elif channel.state == "unused":
+            channel.state = "open"  # an interruption proves the channel was in use
+        if event.type == "channel_closed":
+            return ChannelEventResult(reconcile=[])
+        in_flight = [op for op, status in self._state.latest.items() if status.state in MAY_BE_IN_FLIGHT]
+        return ChannelEventResult(reconcile=in_flight)
+
+    @workflow.query
+    def view(self) -> ConversationView:
+        return ConversationView(
+            conversation_id=self._conversation_id,
+            operation_ids=self._state.operation_ids,
+            channels=self._state.channels,
+            seq=self._state.seq,
+        )
+
+    @workflow.query
+    def events_since(self, since: int) -> EventsSince:
+        events = [event for event in self._state.events if event.seq > since]
+        oldest = self._state.events[0].seq if self._state.events else self._state.seq + 1
+        return EventsSince(
+            seq=self._state.seq, events=events, truncated=since + 1 < oldest and since < self._state.seq
+        )

@@ -1,0 +1,114 @@
+"""Inputs and results of the workflows' updates, signals and queries. Pure pydantic models."""
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from settled.machine import ActionRecord, NewAction
+from settled.models import WAIT_MAX_S, ActionStatus, Channel
+
+Wait = Field(default=0.0, ge=0, le=WAIT_MAX_S)
+
+
+class ActionStart(BaseModel):
+    new: NewAction
+    # Set when the workflow continues as new: the record so far.
+    carried: ActionRecord | None = None
+
+
+class Register(BaseModel):
+    kind: str
+    params: dict[str, Any]
+    wait_s: float = Wait
+
+
+class Registered(BaseModel):
+    created: bool
+    status: ActionStatus
+
+
+class Authorize(BaseModel):
+    by: str | None = None
+    wait_s: float = Wait
+
+
+class Amend(BaseModel):
+    params: dict[str, Any]
+
+
+class Cancel(BaseModel):
+    by: str | None = None
+    reason: str | None = None
+    wait_s: float = Wait
+
+
+class Reconcile(BaseModel):
+    why: str = "reconcile requested"
+    wait_s: float = Wait
+
+
+class Present(BaseModel):
+    channel: Channel
+    text: str
+    completed: bool
+
+
+class ActionChanged(BaseModel):
+    """Snapshots of one action, one per change, oldest first: what the conversation streams."""
+
+    statuses: list[ActionStatus]
+
+
+class ConversationStart(BaseModel):
+    tenant: str | None
+    conversation_id: str
+    carried: "ConversationState | None" = None
+
+
+class StreamEvent(BaseModel):
+    seq: int
+    status: ActionStatus
+
+
+class ChannelRecord(BaseModel):
+    state: str = "unused"
+    reason: str | None = None
+
+
+class ConversationState(BaseModel):
+    """Everything a conversation keeps, carried over when it continues as new."""
+
+    operation_ids: list[str] = Field(default_factory=list)  # oldest first
+    latest: dict[str, ActionStatus] = Field(default_factory=dict)
+    events: list[StreamEvent] = Field(default_factory=list)  # bounded, oldest first
+    seq: int = 0
+    channels: dict[str, ChannelRecord] = Field(
+        default_factory=lambda: {"voice": ChannelRecord(), "text": ChannelRecord()}
+    )
+
+
+class ChannelEvent(BaseModel):
+    type: str
+    channel: Channel
+    reason: str | None = None
+
+
+class ChannelEventResult(BaseModel):
+    reconcile: list[str]  # operation ids to look up now
+
+
+class ConversationView(BaseModel):
+    conversation_id: str
+    operation_ids: list[str]
+    channels: dict[str, ChannelRecord]
+    seq: int
+
+
+class EventsSince(BaseModel):
+    seq: int
+    events: list[StreamEvent]
+    # True when events after `since` were already dropped from the bounded log.
+    truncated: bool
+
+
+ConversationStart.model_rebuild()
