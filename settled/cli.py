@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -89,7 +90,12 @@ def main(argv: list[str] | None = None) -> None:
         else:
             from settled import operators
 
-            sys.exit(asyncio.run(operators.run(args)))
+            code = asyncio.run(operators.run(args))
+            # The Temporal SDK's runtime threads can abort a finalizing interpreter (PyGILState_Release):
+            # flush and leave without finalization, so the exit code is ours.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
     except (SettingsError, KindsFileError) as error:
         print(f"settled: {error}", file=sys.stderr)
         sys.exit(2)

@@ -425,11 +425,12 @@ class ActionRecord(BaseModel):
         self.params = params
         self.next_dispatch_at = None
         note = "params amended"
-        if self.kind.requires_authorization and self.authorized:
+        if self.kind.requires_authorization:
+            if self.authorized:
+                note += "; the earlier authorization no longer applies"
             self.authorized = False
             self.authorized_by = None
             self.reauthorization_needed = True
-            note += "; the earlier authorization no longer applies"
         self._note(now, "amended", note)
 
     def check_cancel(self) -> None:

@@ -24,7 +24,7 @@ def default_sentence(record: "ActionRecord") -> str:
     ref = f" Your reference is {record.business_ref}." if record.business_ref else ""
     match record.state:
         case State.REQUESTED if record.reauthorization_needed and not record.authorized:
-            return f"Nothing has been sent yet: the details changed, so I need your go-ahead again to {what}."
+            return f"Nothing has been sent yet: the details changed, so I need your go-ahead to {what} now."
         case State.REQUESTED if record.kind.requires_authorization and not record.authorized:
             return f"Nothing has been sent yet: I need your go-ahead to {what}."
         case State.REQUESTED:

@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
-from sse_starlette.sse import EventSourceResponse
+from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from api.deps import GatewayDep, TenantDep
 from settled.gateway import Gateway
@@ -47,13 +47,14 @@ def _event(seq: int, status: ActionStatus) -> dict[str, str]:
 
 async def _events(
     gateway: Gateway, tenant: str | None, conversation_id: str, request: Request
-) -> AsyncIterator[dict[str, str]]:
+) -> AsyncIterator[dict[str, str] | ServerSentEvent]:
     # The head first, then the state: a change in between is sent twice rather than missed.
     head = await gateway.events_since(tenant, conversation_id, 2**62)
     seq = head.seq if head else 0
     current = await gateway.handoff(tenant, conversation_id)
     for status in current.actions:
         yield _event(seq, status)
+    yield ServerSentEvent(comment="live")  # the client now sees every change after the state above
     while not await request.is_disconnected():
         await asyncio.sleep(STREAM_POLL_S)
         page = await gateway.events_since(tenant, conversation_id, seq)

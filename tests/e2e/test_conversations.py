@@ -173,26 +173,35 @@ def test_a_burst_of_interruptions_is_one_lookup_per_action(api: httpx.Client, sa
         assert len(sandbox.records(op)) == 1
 
 
-def _stream(base_url: str, conversation: str, into: "queue.Queue[dict]", stop: threading.Event) -> None:
-    with (
-        httpx.Client(base_url=base_url) as client,
-        client.stream("GET", f"/v1/conversations/{conversation}/stream", timeout=30) as response,
-    ):
-        for line in response.iter_lines():
-            if stop.is_set():
-                return
-            if line.startswith("data:"):
-                into.put(json.loads(line[5:]))
+def _stream(
+    base_url: str, conversation: str, into: "queue.Queue[dict]", live: threading.Event, stop: threading.Event
+) -> None:
+    try:
+        with (
+            httpx.Client(base_url=base_url) as client,
+            client.stream("GET", f"/v1/conversations/{conversation}/stream", timeout=30) as response,
+        ):
+            for line in response.iter_lines():
+                if stop.is_set():
+                    return
+                if line.startswith(": live"):
+                    live.set()
+                if line.startswith("data:"):
+                    into.put(json.loads(line[5:]))
+    except httpx.HTTPError:
+        if not stop.is_set():
+            raise
 
 
 @contextmanager
 def _collect(api: httpx.Client, conversation: str) -> Iterator[tuple["queue.Queue[dict]", threading.Event]]:
     events: queue.Queue[dict] = queue.Queue()
-    stop = threading.Event()
+    live, stop = threading.Event(), threading.Event()
     thread = threading.Thread(
-        target=_stream, args=(str(api.base_url), conversation, events, stop), daemon=True
+        target=_stream, args=(str(api.base_url), conversation, events, live, stop), daemon=True
     )
     thread.start()
+    assert live.wait(10), "the stream did not go live"
     yield events, stop
     stop.set()
 

@@ -181,7 +181,7 @@ def test_amend_resets_authorization_and_is_refused_once_dispatched_or_settled() 
     action.check_amend({"room": "Ada", "day": "Fri"})
     action.apply_amend({"room": "Ada", "day": "Fri"}, at(0))
     assert not action.authorized and action.next_step(at(0)).action == "wait"
-    assert "go-ahead again" in action.status().say
+    assert "details changed" in action.status().say
     action.apply_authorize(None, at(1))
     action.begin_dispatch(at(1))
     with pytest.raises(ControlRefused) as refused:

@@ -1,0 +1,89 @@
+"""The business operations themselves, as Actions the fault handling can apply or abandon."""
+
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.handling import Reply, error_reply
+from sandbox.services import ServiceSpec
+from sandbox.store import Record, Store
+
+
+def not_found(spec: ServiceSpec, what: str) -> Reply:
+    return error_reply(404, "not_found", f"no {spec.name} record for {what}", "not_found")
+
+
+class Create:
+    def __init__(
+        self,
+        store: Store,
+        spec: ServiceSpec,
+        payload: dict[str, Any],
+        client_reference: str | None,
+        key: str | None = None,
+        token: str | None = None,
+    ) -> None:
+        self._store, self._spec, self._payload = store, spec, payload
+        self._client_reference, self._key, self._token = client_reference, key, token
+        self._settled = False
+
+    def apply(self) -> Reply:
+        assert not self._settled, "a create is applied at most once"
+        self._settled = True
+        _, body = self._store.create(
+            self._spec, self._payload, self._client_reference, self._key, self._token
+        )
+        return Reply(201, body, "applied")
+
+    def abandon(self) -> None:
+        # Only an unapplied keyed request holds a claim; freeing it lets the key be used again.
+        if self._settled:
+            return
+        self._settled = True
+        if self._key is not None and self._token is not None:
+            self._store.release(self._spec.name, self._key, self._token)
+
+
+class Lookup:
+    def __init__(
+        self,
+        spec: ServiceSpec,
+        find: Callable[[], Record | None],
+        what: str,
+        in_flight: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._spec, self._find, self._what, self._in_flight = spec, find, what, in_flight
+
+    def apply(self) -> Reply:
+        # Read when applied, not when the request arrived: a delayed lookup sees the state after the delay.
+        record = self._find()
+        if record is None and self._in_flight():
+            # Not "never applied": the write is being processed. An authoritative 404 now would invite
+            # a second write; a real service must answer this way too for its lookup to be authoritative.
+            return error_reply(
+                409, "in_progress", f"a request for {self._what} is in progress", "in_progress"
+            )
+        if record is None:
+            return not_found(self._spec, self._what)
+        return Reply(200, record.view(self._spec), "found")
+
+    def abandon(self) -> None:
+        pass
+
+
+class Cancel:
+    def __init__(self, store: Store, spec: ServiceSpec, record_id: str) -> None:
+        self._store, self._spec, self._id = store, spec, record_id
+
+    def apply(self) -> Reply:
+        if not self._spec.reversible:
+            if self._store.get(self._spec.name, self._id) is None:
+                return not_found(self._spec, self._id)
+            message = f"{self._spec.name} cannot be reversed"
+            return error_reply(409, "not_reversible", message, "not_reversible")
+        record, changed = self._store.cancel(self._spec.name, self._id)
+        if record is None:
+            return not_found(self._spec, self._id)
+        return Reply(200, record.view(self._spec), "cancelled" if changed else "already_cancelled")
+
+    def abandon(self) -> None:
+        pass

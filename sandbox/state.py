@@ -1,0 +1,54 @@
+"""Everything one sandbox process holds, in one object the routes reach through the app."""
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+
+from sandbox.db import Database
+from sandbox.faults import FaultRegistry
+from sandbox.requestlog import RequestLog
+from sandbox.store import Store
+
+CLOSE_GRACE_S = 1.0
+
+
+@dataclass
+class Sandbox:
+    db: Database
+    store: Store
+    log: RequestLog
+    faults: FaultRegistry
+    # Business requests between taking a fault and answering; close() lets them finish first.
+    busy: int = 0
+
+    @classmethod
+    def open(cls, db_path: str | Path) -> "Sandbox":
+        db = Database(db_path)
+        store, log = Store(db), RequestLog(db)
+        store.forget_unfinished()
+        log.forget_unfinished()
+        return cls(db=db, store=store, log=log, faults=FaultRegistry())
+
+    def reset(self) -> None:
+        self.faults.reset()
+        self.db.wipe()
+
+    async def close(self) -> None:
+        self.faults.abort()
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        while self.busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        self.db.close()
+
+
+def sandbox_of_app(app: Starlette) -> Sandbox:
+    sandbox: Sandbox = app.state.sandbox
+    return sandbox
+
+
+def sandbox_of(request: Request) -> Sandbox:
+    return sandbox_of_app(request.app)

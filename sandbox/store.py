@@ -1,0 +1,200 @@
+"""Records and the idempotency store, which change together: a keyed creation commits the record and
+the response to replay in one transaction, so no crash can leave one without the other."""
+
+import json
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sandbox.db import Database, now
+from sandbox.services import ServiceSpec
+
+CREATED = 201
+
+
+@dataclass(frozen=True)
+class Record:
+    service: str
+    id: str
+    key: str | None
+    client_reference: str | None
+    payload: dict[str, Any]
+    status: str
+    created_at: str
+    cancelled_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Record":
+        return cls(
+            service=row["service"],
+            id=row["id"],
+            key=row["key"],
+            client_reference=row["client_reference"],
+            payload=json.loads(row["payload"]),
+            status=row["status"],
+            created_at=row["created_at"],
+            cancelled_at=row["cancelled_at"],
+        )
+
+    def ground_truth(self) -> dict[str, Any]:
+        return {
+            "service": self.service,
+            "id": self.id,
+            "key": self.key,
+            "client_reference": self.client_reference,
+            "payload": self.payload,
+            "status": self.status,
+            "created_at": self.created_at,
+            "cancelled_at": self.cancelled_at,
+        }
+
+    def view(self, spec: ServiceSpec) -> dict[str, Any]:
+        """The record as the business API shows it."""
+        return {
+            "id": self.id,
+            **spec.fields(self.payload),
+            "status": self.status,
+            "client_reference": self.client_reference,
+        }
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the idempotency store says about a key when a create request arrives."""
+
+    verdict: Literal["claimed", "replay", "in_flight", "reused"]
+    token: str | None = None
+    status: int | None = None
+    body: dict[str, Any] | None = None
+
+
+def fingerprint(body: Any) -> str:
+    """Canonical JSON, so key order and spacing do not make a retry look like a different request."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Store:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def forget_unfinished(self) -> None:
+        """Drop claims left by a process that died mid-request: nothing was applied for them (a record
+        and its stored response commit together), so the key must be usable again."""
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM idempotency WHERE state = 'in_flight'")
+
+    def claim(self, service: str, key: str, print_: str) -> Claim:
+        with self._db.transaction() as conn:
+            row = conn.execute(
+                "SELECT fingerprint, state, status, body FROM idempotency WHERE service = ? AND key = ?",
+                (service, key),
+            ).fetchone()
+            if row is None:
+                token = uuid.uuid4().hex
+                conn.execute(
+                    "INSERT INTO idempotency (service, key, fingerprint, state, claim, created_at)"
+                    " VALUES (?, ?, ?, 'in_flight', ?, ?)",
+                    (service, key, print_, token, now()),
+                )
+                return Claim("claimed", token=token)
+        # A different body is a client bug whatever the first request's state, so it is checked first.
+        if row["fingerprint"] != print_:
+            return Claim("reused")
+        if row["state"] == "in_flight":
+            return Claim("in_flight")
+        return Claim("replay", status=row["status"], body=json.loads(row["body"]))
+
+    def release(self, service: str, key: str, token: str) -> None:
+        """Give up a claim without applying; the token keeps a stale request from freeing a newer claim."""
+        with self._db.transaction() as conn:
+            conn.execute(
+                "DELETE FROM idempotency WHERE service = ? AND key = ? AND state = 'in_flight' AND claim = ?",
+                (service, key, token),
+            )
+
+    def create(
+        self,
+        spec: ServiceSpec,
+        payload: dict[str, Any],
+        client_reference: str | None,
+        key: str | None = None,
+        token: str | None = None,
+    ) -> tuple[Record, dict[str, Any]]:
+        """Commit a new record (and, when keyed, the response to replay); returns it and its view."""
+        with self._db.transaction() as conn:
+            row = conn.execute(
+                "INSERT INTO counters (service, last) VALUES (?, 1)"
+                " ON CONFLICT (service) DO UPDATE SET last = last + 1 RETURNING last",
+                (spec.name,),
+            ).fetchone()
+            record = Record(
+                service=spec.name,
+                id=f"{spec.id_prefix}-{row['last']}",
+                key=key,
+                client_reference=client_reference,
+                payload=payload,
+                status=spec.created_status,
+                created_at=now(),
+                cancelled_at=None,
+            )
+            conn.execute(
+                "INSERT INTO records (service, id, key, client_reference, payload, status, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.service,
+                    record.id,
+                    record.key,
+                    record.client_reference,
+                    json.dumps(payload),
+                    record.status,
+                    record.created_at,
+                ),
+            )
+            body = record.view(spec)
+            if key is not None:
+                stored = conn.execute(
+                    "UPDATE idempotency SET state = 'done', claim = NULL, status = ?, body = ?"
+                    " WHERE service = ? AND key = ? AND state = 'in_flight' AND claim = ?",
+                    (CREATED, json.dumps(body), spec.name, key, token),
+                )
+                if stored.rowcount != 1:
+                    # Rolls the record back too: a keyed record must never exist without its replay.
+                    raise RuntimeError(f"idempotency claim for {key!r} was lost before the record committed")
+        return record, body
+
+    def get(self, service: str, record_id: str) -> Record | None:
+        rows = self._db.query("SELECT * FROM records WHERE service = ? AND id = ?", (service, record_id))
+        return Record.from_row(rows[0]) if rows else None
+
+    def find(self, service: str, key: str) -> Record | None:
+        """The record made with this Idempotency-Key, else the first one carrying it as client_reference."""
+        rows = self._db.query(
+            "SELECT * FROM records WHERE service = ? AND (key = ? OR client_reference = ?)"
+            " ORDER BY key IS NOT ? , seq LIMIT 1",
+            (service, key, key, key),
+        )
+        return Record.from_row(rows[0]) if rows else None
+
+    def cancel(self, service: str, record_id: str) -> tuple[Record | None, bool]:
+        """Cancel a record; returns it and whether this call changed it (False if it already was)."""
+        with self._db.transaction() as conn:
+            changed = conn.execute(
+                "UPDATE records SET status = 'cancelled', cancelled_at = ?"
+                " WHERE service = ? AND id = ? AND status != 'cancelled'",
+                (now(), service, record_id),
+            ).rowcount
+            row = conn.execute(
+                "SELECT * FROM records WHERE service = ? AND id = ?", (service, record_id)
+            ).fetchone()
+        return (Record.from_row(row) if row else None), changed == 1
+
+    def records(self, service: str | None = None, key: str | None = None) -> list[Record]:
+        sql, params = "SELECT * FROM records WHERE 1 = 1", []
+        if service:
+            sql += " AND service = ?"
+            params.append(service)
+        if key:
+            sql += " AND (key = ? OR client_reference = ?)"
+            params += [key, key]
+        return [Record.from_row(row) for row in self._db.query(sql + " ORDER BY seq", params)]
