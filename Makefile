@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install lint unit e2e clean
+.PHONY: dev test install lint unit golden clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ test: lint
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+# Re-record the golden histories (only for a deliberately incompatible change, see tests/golden).
+golden: $(STAMP)
+	$(BIN)/python -m tests.golden.record
 
 clean:
 	rm -rf $(VENV) .settled .pytest_cache .ruff_cache

@@ -1,0 +1,55 @@
+"""Replay the golden histories against the current code: a change that breaks running workflows fails.
+
+No server is needed: the Replayer runs the workflow code against each recorded history.
+"""
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workers.main import WORKFLOWS, workflow_runner
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+HISTORIES = sorted(GOLDEN.glob("*.json"))
+
+
+def history(path: Path) -> WorkflowHistory:
+    return WorkflowHistory.from_json(path.stem, path.read_text())
+
+
+def replayer(workflows: list[type]) -> Replayer:
+    return Replayer(
+        workflows=workflows, data_converter=pydantic_data_converter, workflow_runner=workflow_runner()
+    )
+
+
+def test_there_are_golden_histories_of_both_workflows() -> None:
+    names = {path.stem for path in HISTORIES}
+    assert "golden-conversation" in names and len(names) >= 5
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda path: path.stem)
+async def test_golden_history_replays_against_the_current_code(path: Path) -> None:
+    await replayer(WORKFLOWS).replay_workflow(history(path))
+
+
+async def test_a_changed_command_sequence_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the Action workflow that sleeps before each send: replay must call it non-deterministic."""
+    source = (Path(__file__).parents[2] / "workflows" / "action.py").read_text()
+    marker = "        record.begin_dispatch(workflow.now())\n"
+    assert marker in source
+    changed = source.replace(marker, marker + "        await workflow.sleep(1)\n")
+    (tmp_path / "action_changed.py").write_text(changed)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("action_changed")
+    try:
+        changed_workflows = [module.ActionWorkflow, *WORKFLOWS[1:]]
+        with pytest.raises(Exception, match=r"(?i)nondetermin"):
+            await replayer(changed_workflows).replay_workflow(history(GOLDEN / "golden-normal.json"))
+    finally:
+        sys.modules.pop("action_changed", None)
