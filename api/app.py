@@ -3,9 +3,11 @@
 from fastapi import FastAPI
 
 from api import errors
+from api.cors import CodecCors
 from api.deps import GatewayHolder
 from api.limits import BodySizeLimit
-from api.routes import actions, conversations, health
+from api.routes import actions, codec, conversations, health
+from settled.codec import EncryptionCodec
 from settled.config import Settings
 from settled.kinds import Kinds, load_kinds
 
@@ -24,5 +26,11 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(health.router)
     app.include_router(actions.router)
     app.include_router(conversations.router)
+    app.include_router(codec.router)
+    if settings.encryption_keys:
+        app.state.codec = EncryptionCodec(settings.encryption_keys)
+    if settings.codec_cors_origins:
+        # Only the codec is cross-origin (the Temporal UI calls it from the browser); /v1 stays closed.
+        app.add_middleware(CodecCors, origins=settings.codec_cors_origins)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

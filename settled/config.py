@@ -23,6 +23,10 @@ class Settings:
     api_keys: dict[str, str] = field(default_factory=dict)
     sandbox_url: str = "http://127.0.0.1:8100"
     max_body_bytes: int = 64 * 1024
+    # Payload encryption keys, the first encrypting (settled.codec). Empty: payloads are plain JSON.
+    encryption_keys: dict[str, bytes] = field(default_factory=dict)
+    # Browser origins allowed to call /codec (the Temporal UI's); nothing else is cross-origin.
+    codec_cors_origins: list[str] = field(default_factory=list)
 
     @property
     def multi_tenant(self) -> bool:
@@ -58,7 +62,20 @@ class Settings:
             api_keys=parse_api_keys(env.get("SETTLED_API_KEYS", "")),
             sandbox_url=sandbox_url,
             max_body_bytes=int(max_body),
+            encryption_keys=_encryption_keys(env.get("SETTLED_ENCRYPTION_KEYS", "")),
+            codec_cors_origins=[
+                o.strip() for o in env.get("SETTLED_CODEC_CORS_ORIGINS", "").split(",") if o.strip()
+            ],
         )
+
+
+def _encryption_keys(text: str) -> dict[str, bytes]:
+    from settled.codec import EncryptionKeyError, parse_keys
+
+    try:
+        return parse_keys(text)
+    except EncryptionKeyError as error:
+        raise SettingsError(str(error)) from None
 
 
 def parse_api_keys(text: str) -> dict[str, str]:

@@ -23,11 +23,11 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from settled import visibility
+from settled.codec import data_converter
 from settled.config import Settings
 from settled.handoff import Channels, Handoff, build_handoff
 from settled.identity import TASK_QUEUE, action_workflow_id, conversation_workflow_id, operation_key
@@ -80,7 +80,9 @@ class SettledError(Exception):
 async def connect(settings: Settings) -> Client:
     try:
         return await Client.connect(
-            settings.temporal_address, namespace=settings.namespace, data_converter=pydantic_data_converter
+            settings.temporal_address,
+            namespace=settings.namespace,
+            data_converter=data_converter(settings.encryption_keys),
         )
     except RuntimeError as error:  # the SDK's core reports connection failures this way
         raise SettledError(

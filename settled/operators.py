@@ -12,10 +12,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from settled import visibility
+from settled.codec import data_converter
 from settled.config import Settings
 from settled.gateway import Gateway, SettledError, connect
 from settled.identity import action_workflow_id
@@ -121,7 +121,7 @@ async def _export(gateway: Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _replay(gateway: Gateway | None, args: argparse.Namespace) -> int:
+async def _replay(gateway: Gateway | None, args: argparse.Namespace, settings: Settings) -> int:
     from workers.main import WORKFLOWS, workflow_runner
 
     histories: list[WorkflowHistory] = []
@@ -137,7 +137,9 @@ async def _replay(gateway: Gateway | None, args: argparse.Namespace) -> int:
     if not histories:
         raise SettledError("invalid_request", "nothing to replay: give operation ids, --query or --file")
     replayer = Replayer(
-        workflows=WORKFLOWS, data_converter=pydantic_data_converter, workflow_runner=workflow_runner()
+        workflows=WORKFLOWS,
+        data_converter=data_converter(settings.encryption_keys),
+        workflow_runner=workflow_runner(),
     )
     failures: list[dict[str, str]] = []
     async with replayer.workflow_replay_iterator(_aiter(histories)) as results:
@@ -171,7 +173,7 @@ async def run(args: argparse.Namespace) -> int:
                 await connect(settings), load_kinds(settings.config_path, settings.sandbox_url), settings
             )
         if args.command == "replay":
-            return await _replay(gateway, args)
+            return await _replay(gateway, args, settings)
         assert gateway is not None
         if args.command == "list":
             return await _list(gateway, args)

@@ -171,6 +171,8 @@ class Stack:
     def env(self) -> dict[str, str]:
         env = {**os.environ, "SETTLED_TEMPORAL_ADDRESS": self.temporal_address, "PYTHONUNBUFFERED": "1"}
         env.setdefault("SETTLED_SANDBOX_URL", self.sandbox_url)
+        if self.ui:
+            env.setdefault("SETTLED_CODEC_CORS_ORIGINS", f"{self.ui_url},http://localhost:{self.ports.ui}")
         if self.config is not None:
             env["SETTLED_CONFIG"] = str(Path(self.config).resolve())
         env.update(self.extra_env)
@@ -210,6 +212,9 @@ class Stack:
         for value in DYNAMIC_CONFIG:
             argv += ["--dynamic-config-value", value]
         argv += ["--ui-port", str(self.ports.ui), "--ui-disable-news-fetch"] if self.ui else ["--headless"]
+        if self.ui and self.env().get("SETTLED_ENCRYPTION_KEYS"):
+            # The UI decrypts payloads through the API's codec endpoint.
+            argv += ["--ui-codec-endpoint", f"{self.api_url}/codec"]
         return argv
 
     def start_server(self, timeout_s: float = 60) -> Child:
