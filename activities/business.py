@@ -73,6 +73,12 @@ async def _heartbeating(work: Awaitable[T]) -> T:
         activity.heartbeat()
 
 
+def _count(name: str, description: str, call: BusinessCall, result: str) -> None:
+    activity.metric_meter().create_counter(name, description).add(
+        1, {"kind": call.kind.name, "result": result}
+    )
+
+
 class BusinessActivities:
     def __init__(self, http: httpx.AsyncClient) -> None:
         self._http = http
@@ -91,9 +97,11 @@ class BusinessActivities:
         headers = {kind.idempotency_header: call.operation_key} if kind.idempotency_header else {}
         try:
             response = await self._send(call, kind.dispatch, json=body, headers=headers)
+            outcome = classify_dispatch(response.status_code, _json(response), kind.reference_field)
         except httpx.TransportError as error:
-            return classify_dispatch_transport(_transport_failure(error), _describe(error))
-        return classify_dispatch(response.status_code, _json(response), kind.reference_field)
+            outcome = classify_dispatch_transport(_transport_failure(error), _describe(error))
+        _count("settled_dispatches", "write requests sent to business systems", call, outcome.result)
+        return outcome
 
     @activity.defn(name=LOOKUP)
     async def lookup(self, call: BusinessCall) -> LookupOutcome:
@@ -113,9 +121,11 @@ class BusinessActivities:
         assert spec is not None, "compensation scheduled for a kind without one"
         try:
             response = await self._send(call, spec, json={})
+            outcome = classify_compensation(response.status_code, _json(response))
         except httpx.TransportError as error:
-            return classify_compensation_transport(_describe(error))
-        return classify_compensation(response.status_code, _json(response))
+            outcome = classify_compensation_transport(_describe(error))
+        _count("settled_compensations", "reversals sent to business systems", call, outcome.result)
+        return outcome
 
     def all(self) -> list[Any]:
         return [self.dispatch, self.lookup, self.compensate]

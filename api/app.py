@@ -6,6 +6,8 @@ from api import errors
 from api.cors import CodecCors
 from api.deps import GatewayHolder
 from api.limits import BodySizeLimit
+from api.metrics import ApiMetrics, MeasureRequests
+from api.metrics import router as metrics_router
 from api.routes import actions, codec, conversations, health
 from settled.codec import EncryptionCodec
 from settled.config import Settings
@@ -27,6 +29,9 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(actions.router)
     app.include_router(conversations.router)
     app.include_router(codec.router)
+    app.include_router(metrics_router)
+    app.state.metrics = ApiMetrics()
+    app.add_middleware(MeasureRequests, metrics=app.state.metrics)
     if settings.encryption_keys:
         app.state.codec = EncryptionCodec(settings.encryption_keys)
     if settings.codec_cors_origins:

@@ -27,6 +27,8 @@ class Settings:
     encryption_keys: dict[str, bytes] = field(default_factory=dict)
     # Browser origins allowed to call /codec (the Temporal UI's); nothing else is cross-origin.
     codec_cors_origins: list[str] = field(default_factory=list)
+    # Where the worker serves Prometheus metrics (/metrics); None: not served.
+    worker_metrics_port: int | None = None
 
     @property
     def multi_tenant(self) -> bool:
@@ -55,7 +57,11 @@ class Settings:
             raise SettingsError(
                 f"SETTLED_MAX_BODY_BYTES={max_body!r}: expected a number of bytes, 1024 to 16777216"
             )
+        metrics_port = env.get("SETTLED_WORKER_METRICS_PORT", "").strip()
+        if metrics_port and not (metrics_port.isdigit() and 0 < int(metrics_port) < 65536):
+            raise SettingsError(f"SETTLED_WORKER_METRICS_PORT={metrics_port!r}: expected a port number")
         return cls(
+            worker_metrics_port=int(metrics_port) if metrics_port else None,
             temporal_address=address,
             namespace=namespace,
             config_path=config_path,

@@ -24,6 +24,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from settled import visibility
@@ -77,12 +78,13 @@ class SettledError(Exception):
         return HTTP_STATUS.get(self.code, 400)
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
     try:
         return await Client.connect(
             settings.temporal_address,
             namespace=settings.namespace,
             data_converter=data_converter(settings.encryption_keys),
+            runtime=runtime,
         )
     except RuntimeError as error:  # the SDK's core reports connection failures this way
         raise SettledError(

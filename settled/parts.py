@@ -1,7 +1,6 @@
 """The long-running parts of settled, each runnable alone, and `dev`, which runs them all."""
 
 import argparse
-import logging
 import signal
 import subprocess
 import sys
@@ -9,6 +8,7 @@ import threading
 
 from settled.config import Settings
 from settled.kinds import load_kinds
+from settled.logs import configure as configure_logs
 from settled.stack import Ports, Stack, StackError, ensure_free
 
 
@@ -91,8 +91,8 @@ def api(args: argparse.Namespace) -> None:
         ensure_free(args.api_port, "API", "--api-port")
     except StackError as error:
         _fail(str(error))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    uvicorn.run(app, host="127.0.0.1", port=args.api_port, log_level="warning")
+    configure_logs("api")
+    uvicorn.run(app, host="127.0.0.1", port=args.api_port, log_level="warning", log_config=None)
 
 
 def sandbox(args: argparse.Namespace) -> None:

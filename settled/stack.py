@@ -131,10 +131,17 @@ class Ports:
     ui: int = 8233
     sandbox: int = 8100
     temporal_http: int = 0  # 0: pick a free one
+    worker_metrics: int = 9464
 
     @classmethod
     def free(cls) -> "Ports":
-        return cls(api=free_port(), temporal=free_port(), ui=free_port(), sandbox=free_port())
+        return cls(
+            api=free_port(),
+            temporal=free_port(),
+            ui=free_port(),
+            sandbox=free_port(),
+            worker_metrics=free_port(),
+        )
 
 
 @dataclass
@@ -242,8 +249,17 @@ class Stack:
         wait_until(lambda: _http_ok(f"{self.sandbox_url}/_sandbox/faults"), timeout_s, "the sandbox", child)
         return child
 
+    @property
+    def worker_metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.worker_metrics}/metrics"
+
     def start_worker(self, name: str = "worker") -> Child:
-        return self._spawn(name, self._python("worker"))
+        """The first worker serves metrics on the stack's port; further ones (scaling tests) serve none."""
+        child = Child(name, self._python("worker"), self.env(), self.data_dir / "logs" / f"{name}.log")
+        if name == "worker":
+            child.env["SETTLED_WORKER_METRICS_PORT"] = str(self.ports.worker_metrics)
+        self.children[name] = child.start()
+        return child
 
     def start_api(self, timeout_s: float = 60) -> Child:
         child = self._spawn("api", self._python("api", "--api-port", str(self.ports.api)))

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import httpx
 from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -14,6 +15,7 @@ from activities.business import BusinessActivities
 from settled.config import Settings
 from settled.gateway import connect
 from settled.identity import TASK_QUEUE
+from settled.logs import configure as configure_logs
 from workflows.action import ActionWorkflow
 from workflows.conversation import ConversationWorkflow
 
@@ -48,8 +50,18 @@ def build_worker(client: Client, http: httpx.AsyncClient) -> Worker:
     )
 
 
+def _runtime(settings: Settings) -> Runtime | None:
+    """The SDK's own Prometheus exporter, which also carries settled's workflow and activity metrics."""
+    if settings.worker_metrics_port is None:
+        return None
+    address = f"127.0.0.1:{settings.worker_metrics_port}"
+    return Runtime(
+        telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address, counters_total_suffix=True))
+    )
+
+
 async def run(settings: Settings) -> None:
-    client = await connect(settings)
+    client = await connect(settings, _runtime(settings))
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     async with httpx.AsyncClient(limits=limits) as http:
         worker = build_worker(client, http)
@@ -64,7 +76,7 @@ async def run(settings: Settings) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logs("worker")
     asyncio.run(run(Settings.from_env()))
 
 

@@ -183,6 +183,10 @@ class ActionWorkflow:
         self._outbox.append(record.status())
         if record.state != self._published_state:
             self._published_state = record.state
+            # Replay-safe: the SDK records workflow metrics only when the code runs for the first time.
+            workflow.metric_meter().create_counter(
+                "settled_action_transitions", "actions entering each state"
+            ).add(1, {"state": record.state.value, "kind": record.kind.name})
             workflow.upsert_search_attributes(
                 [
                     visibility.STATE.value_set(record.state.value),

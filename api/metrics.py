@@ -1,0 +1,69 @@
+"""Prometheus metrics of the API (requests, latency) at /metrics, and a structured log line per request."""
+
+import logging
+import time
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("settled.api.requests")
+router = APIRouter(tags=["metrics"])
+
+
+class ApiMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "settled_api_requests", "API requests", ["method", "route", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "settled_api_request_seconds",
+            "API request latency",
+            ["method", "route"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+
+
+class MeasureRequests:
+    """Counts and times every request by its route template (never by raw path: ids would explode it)."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            elapsed = time.perf_counter() - started
+            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            self.metrics.latency.labels(scope["method"], route).observe(elapsed)
+            ids = {
+                k: v
+                for k, v in scope.get("path_params", {}).items()
+                if k in ("operation_id", "conversation_id")
+            }
+            log.info(
+                "%s %s %s", scope["method"], route, status, extra={**ids, "ms": round(elapsed * 1000, 1)}
+            )
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    registry = request.app.state.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
