@@ -4,6 +4,7 @@ Every call is scoped to a tenant (None without API keys). Failures come out as `
 carrying the contract's error code, so the API and the CLI report them the same way.
 """
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -283,16 +284,17 @@ class Gateway:
             if error.code != "not_found":
                 raise
             return build_handoff(conversation_id, Channels(), [], {})
-        actions = []
-        for operation_id in view.operation_ids:
+
+        async def status_of(operation_id: str) -> ActionStatus | None:
             try:
-                status = await self.get(tenant, operation_id)
+                return await self.get(tenant, operation_id)
             except SettledError as error:
                 if error.code != "not_found":
                     raise
-                continue  # tracked, but its start never happened (a crash between, or a conflict)
-            if status.conversation_id == conversation_id:
-                actions.append(status)
+                return None  # tracked, but its start never happened (a crash between, or a conflict)
+
+        statuses = await asyncio.gather(*(status_of(op) for op in view.operation_ids))
+        actions = [status for status in statuses if status and status.conversation_id == conversation_id]
         channels = Channels(**{name: record.state for name, record in view.channels.items()})
         reasons = {name: record.reason for name, record in view.channels.items() if record.reason}
         return build_handoff(conversation_id, channels, actions, reasons)

@@ -229,3 +229,21 @@ def test_the_stream_delivers_every_transition_in_order_and_the_state_on_reconnec
     with _collect(api, conversation) as (events, _stop):
         first = wait_for(lambda: events.get(timeout=10), what="the first event after reconnecting")
         assert first["operation_id"] == op and first["state"] == "confirmed"
+
+
+def test_params_are_redacted_once_the_retention_window_has_passed(
+    api: httpx.Client, sandbox: Sandbox
+) -> None:
+    conversation, op = new_id("conv"), new_id()
+    create(api, "refund_nodedup", REFUND, conversation_id=conversation, operation_id=op)
+    confirmed = wait_state(api, op, "confirmed")
+    assert confirmed["params"] == REFUND
+    redacted = wait_for(
+        lambda: (s := status(api, op))["params"]["order_id"] == "[redacted]" and s, what="redacted params"
+    )
+    assert set(redacted["params"].values()) == {"[redacted]"}
+    assert redacted["state"] == "confirmed" and redacted["business_ref"] in redacted["say"]
+    assert "[redacted]" not in handoff(api, conversation)["say"]
+    repeat = create(api, "refund_nodedup", REFUND, conversation_id=conversation, operation_id=op)
+    assert repeat.status_code == 200  # a retry of the original request still matches it
+    assert len(sandbox.records(op)) == 1
