@@ -2,26 +2,18 @@
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from settled.stack import Ports, Stack
-from tests.helpers import Sandbox
-
-HERE = Path(__file__).parent
+from settled.stack import Stack
+from tests.helpers import Sandbox, start_stack
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     data_dir = tmp_path_factory.mktemp("stack")
-    ports = Ports.free()
-    kinds = data_dir / "kinds.toml"
-    kinds.write_text(
-        (HERE / "kinds.toml").read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}")
-    )
-    running = Stack(data_dir, ports, config=kinds, ui=False).start()
+    running = start_stack(data_dir)
     yield running
     running.stop()
     if os.environ.get("SETTLED_KEEP_LOGS"):

@@ -3,11 +3,23 @@
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
+from settled.stack import Ports, Stack
+
 T = TypeVar("T")
+KINDS = Path(__file__).parent / "kinds.toml"
+
+
+def start_stack(data_dir: Path) -> Stack:
+    """A running stack on free ports, with the test kinds (fast reconciliation) pointed at its sandbox."""
+    ports = Ports.free()
+    kinds = data_dir / "kinds.toml"
+    kinds.write_text(KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
+    return Stack(data_dir, ports, config=kinds, ui=False).start()
 
 
 def wait_for(probe: Callable[[], T | None], timeout_s: float = 20.0, what: str = "condition") -> T:

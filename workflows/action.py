@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -35,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         Registered,
     )
 
+T = TypeVar("T")
 # Continue as new well before Temporal's own limits; the record carries everything over.
 CONTINUE_AS_NEW_AFTER_EVENTS = 4000
 # A write is sent once: Temporal must never retry it on its own (RFC 9110 §9.2.2).
@@ -116,60 +118,55 @@ class ActionWorkflow:
             business_ref=record.business_ref,
         )
 
-    def _timeout(self) -> timedelta:
-        return timedelta(seconds=self._record.kind.timeout_s + 5)
+    async def _business(
+        self, name: str, result_type: type[T], retry: RetryPolicy, summary: str, lost: Callable[[str], T]
+    ) -> T:
+        """Run a business activity; `lost` says what it means if it never finished (worker died, timeout)."""
+        try:
+            return await workflow.execute_activity(
+                name,
+                self._call(),
+                result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=self._record.kind.timeout_s + 5),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=retry,
+                summary=summary,
+            )
+        except ActivityError as error:
+            return lost(str(error.cause))
 
     async def _dispatch(self) -> None:
         record = self._record
         record.begin_dispatch(workflow.now())
         self._changed()
-        try:
-            outcome = await workflow.execute_activity(
-                DISPATCH,
-                self._call(),
-                result_type=DispatchOutcome,
-                start_to_close_timeout=self._timeout(),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=SEND_ONCE,
-                summary=f"send {record.kind.name} (attempt {record.attempts + 1})",
-            )
-        except ActivityError as error:
-            # The worker died or failed mid-request: it may have been sent. Verify, never re-send blindly.
-            outcome = DispatchOutcome(result="unknown", detail=f"the worker lost the request ({error.cause})")
+        outcome = await self._business(
+            DISPATCH,
+            DispatchOutcome,
+            SEND_ONCE,
+            f"send {record.kind.name} (attempt {record.attempts + 1})",
+            # It may have been sent: verify, never re-send blindly.
+            lambda why: DispatchOutcome(result="unknown", detail=f"the worker lost the request ({why})"),
+        )
         record.on_dispatch(outcome, workflow.now())
 
     async def _lookup(self) -> None:
-        try:
-            outcome = await workflow.execute_activity(
-                LOOKUP,
-                self._call(),
-                result_type=LookupOutcome,
-                start_to_close_timeout=self._timeout(),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=LOOKUP_RETRIES,
-                summary=f"look up {self._record.kind.name}",
-            )
-        except ActivityError as error:
-            outcome = LookupOutcome(
-                result="inconclusive", detail=f"the lookup did not finish ({error.cause})"
-            )
+        outcome = await self._business(
+            LOOKUP,
+            LookupOutcome,
+            LOOKUP_RETRIES,
+            f"look up {self._record.kind.name}",
+            lambda why: LookupOutcome(result="inconclusive", detail=f"the lookup did not finish ({why})"),
+        )
         self._record.on_lookup(outcome, workflow.now())
 
     async def _compensate(self) -> None:
-        try:
-            outcome = await workflow.execute_activity(
-                COMPENSATE,
-                self._call(),
-                result_type=CompensationOutcome,
-                start_to_close_timeout=self._timeout(),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=SEND_ONCE,
-                summary=f"reverse {self._record.kind.name} {self._record.business_ref}",
-            )
-        except ActivityError as error:
-            outcome = CompensationOutcome(
-                result="unknown", detail=f"the reversal did not finish ({error.cause})"
-            )
+        outcome = await self._business(
+            COMPENSATE,
+            CompensationOutcome,
+            SEND_ONCE,
+            f"reverse {self._record.kind.name} {self._record.business_ref}",
+            lambda why: CompensationOutcome(result="unknown", detail=f"the reversal did not finish ({why})"),
+        )
         self._record.on_compensation(outcome, workflow.now())
 
     # -- publishing ----------------------------------------------------------------------------

@@ -10,20 +10,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from settled.stack import Ports, Stack
-from tests.conftest import HERE
-from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, status, wait_for, wait_state
+from settled.stack import Stack
+from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, start_stack, status, wait_for, wait_state
 
 
 @pytest.fixture(scope="module")
 def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    data_dir = tmp_path_factory.mktemp("restarts")
-    ports = Ports.free()
-    kinds = data_dir / "kinds.toml"
-    kinds.write_text(
-        (HERE / "kinds.toml").read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}")
-    )
-    stack = Stack(data_dir, ports, config=kinds, ui=False).start()
+    stack = start_stack(tmp_path_factory.mktemp("restarts"))
     yield stack
     stack.stop()
 

@@ -14,11 +14,10 @@ import httpx
 from temporalio.client import Client
 
 from settled.identity import action_workflow_id, conversation_workflow_id
-from settled.stack import Ports, Stack
-from tests.helpers import BOOKING, REFUND, Sandbox, create, wait_state
+from settled.stack import Stack
+from tests.helpers import BOOKING, REFUND, Sandbox, create, start_stack, wait_state
 
 HERE = Path(__file__).parent
-KINDS = HERE.parent / "kinds.toml"
 CONVERSATION = "golden-conversation"
 
 
@@ -99,11 +98,7 @@ async def export(stack: Stack, workflow_ids: list[str]) -> None:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
-        data = Path(folder)
-        ports = Ports.free()
-        kinds = data / "kinds.toml"
-        kinds.write_text(KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
-        stack = Stack(data, ports, config=kinds, ui=False).start()
+        stack = start_stack(Path(folder))
         try:
             with (
                 httpx.Client(base_url=stack.api_url, timeout=30) as api,

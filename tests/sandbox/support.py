@@ -1,7 +1,6 @@
 """Running the sandbox for a test: a real uvicorn server in a background thread, on its own port."""
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -12,20 +11,13 @@ import httpx
 
 from sandbox.app import create_app
 from sandbox.server import listen, make_server
+from tests.helpers import wait_for
 
 T = TypeVar("T")
 
 
 def until(probe: Callable[[], T | None], timeout_s: float = 5.0, what: str = "condition") -> T:
-    """Poll `probe` until it returns something truthy; fail with the last value at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last: {last!r}")
+    return wait_for(probe, timeout_s, what)
 
 
 class ThreadedSandbox:
