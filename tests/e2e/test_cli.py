@@ -88,3 +88,15 @@ def test_export_history_then_replay_it(api: httpx.Client, stack: Stack, tmp_path
     assert json.loads(replayed.stdout) == {"replayed": 1, "failed": 0, "failures": []}
     from_server = settled(stack, "replay", op, "--json")
     assert from_server.returncode == 0 and json.loads(from_server.stdout)["replayed"] == 1
+    conversation = json.loads(settled(stack, "status", op, "--json").stdout)["conversation_id"]
+    query = f"WorkflowType = 'Action' AND SettledConversationId = '{conversation}'"
+
+    def replayed_by_query() -> dict | None:
+        result = settled(stack, "replay", "--query", query, "--json")
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    assert wait_for(replayed_by_query, what="a replay by query") == {
+        "replayed": 1,
+        "failed": 0,
+        "failures": [],
+    }
