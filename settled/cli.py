@@ -62,10 +62,15 @@ def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def parser() -> argparse.ArgumentParser:
+    from drill.cli import add_arguments as add_drill_arguments
+
     root = argparse.ArgumentParser(prog="settled", description=__doc__)
     sub = root.add_subparsers(dest="command", required=True)
     _parts(sub)
     _operators(sub)
+    add_drill_arguments(
+        sub.add_parser("drill", help="cut a task at every dangerous moment; compare two agents")
+    )
     return root
 
 
@@ -87,6 +92,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.command in ("dev", "server", "worker", "api", "sandbox"):
             _run_part(args)
+        elif args.command == "drill":
+            from drill.cli import run as run_drill
+
+            sys.exit(run_drill(args))
         else:
             from settled import operators
 

@@ -37,6 +37,7 @@ from settled.kinds import Kinds
 from settled.machine import NewAction
 from settled.models import ActionStatus, CreateAction
 from settled.params import InvalidParams, validate_params
+from settled.states import IN_PROGRESS, State
 from workflows.action import ActionWorkflow
 from workflows.conversation import ConversationWorkflow
 from workflows.messages import (
@@ -53,6 +54,7 @@ from workflows.messages import (
 )
 
 T = TypeVar("T")
+NOOP_WAIT_POLL_S = 0.05
 HTTP_STATUS = {
     "not_found": 404,
     "unknown_kind": 422,
@@ -209,13 +211,29 @@ class Gateway:
             return await self._guard(lambda: handle.execute_update(update, arg))
         except SettledError as error:
             if error.code == "noop":
-                return await self.get(tenant, operation_id)
+                # Nothing to change, but a caller who asked to wait still gets the verified outcome.
+                return await self._await_verified(tenant, operation_id, getattr(arg, "wait_s", 0.0))
             if error.code == "closed":
                 if name in _CLOSED_ANSWER:
                     message = "the action is settled and its record is closed"
                     raise SettledError(_CLOSED_ANSWER[name], message) from None
                 return await self.get(tenant, operation_id)
             raise
+
+    async def _await_verified(self, tenant: str | None, operation_id: str, wait_s: float) -> ActionStatus:
+        """The status once it is out of requested/running, or at the end of the wait (polled queries:
+        this path runs only when the control itself changed nothing)."""
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while True:
+            status = await self.get(tenant, operation_id)
+            waiting_on_us = status.state is State.REQUESTED and not status.authorized
+            if (
+                status.state not in IN_PROGRESS
+                or waiting_on_us
+                or asyncio.get_running_loop().time() >= deadline
+            ):
+                return status
+            await asyncio.sleep(NOOP_WAIT_POLL_S)
 
     async def authorize(
         self, tenant: str | None, operation_id: str, by: str | None, wait_s: float

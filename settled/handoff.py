@@ -43,14 +43,19 @@ def work_of(actions: list[ActionStatus]) -> Work:
 
 
 def fully_presented(action: ActionStatus) -> bool:
-    """A settled outcome that a channel finished presenting need not be said again."""
+    """A settled outcome that a channel finished presenting need not be said again.
+
+    Finished means: completed, recorded in this state, and about this state — as the channel says
+    (`for_state`), or else as its text shows (it is this state's sentence).
+    """
     presented = action.presented
-    return (
-        action.state in SETTLED
-        and presented is not None
-        and presented.completed
-        and presented.state is action.state
-    )
+    if action.state not in SETTLED or presented is None or not presented.completed:
+        return False
+    if presented.state is not action.state:
+        return False
+    if presented.for_state is not None:
+        return presented.for_state is action.state
+    return presented.text.strip() == action.say.strip()
 
 
 def say_of(actions: list[ActionStatus]) -> str:

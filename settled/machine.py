@@ -474,6 +474,10 @@ class ActionRecord(BaseModel):
         self.lookups_from = now  # a reconcile restarts automatic lookups that had given up
         self._note(now, "reconcile", why)
 
-    def apply_presented(self, channel: Channel, text: str, completed: bool, now: datetime) -> None:
-        self.presented = Presented(channel=channel, text=text, completed=completed, state=self.state, at=now)
+    def apply_presented(
+        self, channel: Channel, text: str, completed: bool, now: datetime, for_state: State | None = None
+    ) -> None:
+        self.presented = Presented(
+            channel=channel, text=text, completed=completed, state=self.state, at=now, for_state=for_state
+        )
         self._touch(now)

@@ -37,8 +37,11 @@ class Presented(BaseModel):
     channel: Channel
     text: str
     completed: bool
-    state: State
+    state: State  # the action's state when the presentation was recorded
     at: datetime
+    # Beyond the contract: the state whose sentence the channel presented, when it says so. A sentence
+    # about `unknown` finished after the action turned `confirmed` did not present the confirmation.
+    for_state: State | None = None
 
 
 class ActionStatus(BaseModel):
@@ -93,6 +96,8 @@ class PresentedBody(_Body):
     channel: Channel
     text: Annotated[str, StringConstraints(max_length=4000)]
     completed: bool
+    # Optional: the `state` of the status the text came from. Without it, the text is compared with `say`.
+    for_state: State | None = None
 
 
 class ConversationEventBody(_Body):

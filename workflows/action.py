@@ -303,7 +303,9 @@ class ActionWorkflow:
 
     @workflow.update
     async def presented(self, request: Present) -> ActionStatus:
-        self._record.apply_presented(request.channel, request.text, request.completed, workflow.now())
+        self._record.apply_presented(
+            request.channel, request.text, request.completed, workflow.now(), request.for_state
+        )
         return await self._answer_after(lambda: True, 0)
 
     @workflow.query

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from settled.machine import ActionRecord, NewAction
 from settled.models import WAIT_MAX_S, ActionStatus, Channel
+from settled.states import State
 
 Wait = Field(default=0.0, ge=0, le=WAIT_MAX_S)
 
@@ -51,6 +52,7 @@ class Present(BaseModel):
     channel: Channel
     text: str
     completed: bool
+    for_state: State | None = None
 
 
 class ActionChanged(BaseModel):

@@ -79,5 +79,7 @@ async def reconcile_action(
 async def record_presented(
     operation_id: OperationId, body: PresentedBody, gateway: GatewayDep, tenant: TenantDep
 ) -> ActionStatus:
-    present = Present(channel=body.channel, text=body.text, completed=body.completed)
+    present = Present(
+        channel=body.channel, text=body.text, completed=body.completed, for_state=body.for_state
+    )
     return await gateway.presented(tenant, operation_id, present)

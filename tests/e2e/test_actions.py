@@ -265,3 +265,14 @@ def test_malformed_and_oversized_bodies(api: httpx.Client) -> None:
         ).status_code
         == 422
     )
+
+
+def test_a_noop_control_still_honours_wait(api: httpx.Client, sandbox: Sandbox) -> None:
+    op = new_id()
+    hold = sandbox.fault("bookings", "create", "hold", op, apply=True)
+    create(api, "room_booking", BOOKING, operation_id=op, authorized=True)
+    sandbox.wait_held(op)
+    with ThreadPoolExecutor(1) as pool:
+        again = pool.submit(lambda: api.post(f"/v1/actions/{op}/authorize", params={"wait": 15}))
+        sandbox.release(hold)
+        assert again.result().json()["state"] == "confirmed"  # not the "running" of the moment it asked

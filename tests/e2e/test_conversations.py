@@ -247,3 +247,27 @@ def test_params_are_redacted_once_the_retention_window_has_passed(
     repeat = create(api, "refund_nodedup", REFUND, conversation_id=conversation, operation_id=op)
     assert repeat.status_code == 200  # a retry of the original request still matches it
     assert len(sandbox.records(op)) == 1
+
+
+def test_a_sentence_about_unknown_finished_after_confirmation_does_not_count_as_the_confirmation(
+    api: httpx.Client, sandbox: Sandbox
+) -> None:
+    conversation, op = new_id("conv"), new_id()
+    sandbox.fault("bookings", "create", "drop_after_apply", op)
+    lookups = sandbox.fault("bookings", "lookup", "fail_before_apply", op, status=503, count=0)
+    create(api, "room_booking", BOOKING, conversation_id=conversation, operation_id=op, authorized=True)
+    unknown = wait_state(api, op, "unknown")
+    assert lookups
+    sandbox.clear_faults()
+    confirmed = wait_state(api, op, "confirmed")
+    # The voice channel finishes the "checking" sentence only now, after the lookup confirmed it.
+    for body in (
+        {"channel": "voice", "text": unknown["say"], "completed": True},
+        {"channel": "voice", "text": unknown["say"], "completed": True, "for_state": "unknown"},
+    ):
+        api.post(f"/v1/actions/{op}/presented", json=body)
+        assert handoff(api, conversation)["say"] == confirmed["say"]
+    api.post(
+        f"/v1/actions/{op}/presented", json={"channel": "text", "text": confirmed["say"], "completed": True}
+    )
+    assert handoff(api, conversation)["say"] == ""

@@ -1,0 +1,360 @@
+"""A small typed async client for the channel API (contract §3).
+
+One `SettledClient` holds one shared `httpx.AsyncClient`. Every answer is a pydantic model
+(`ActionStatus`, `Handoff`); every error the API answers raises `SettledAPIError` carrying the
+contract's error code. `create_action` always sends an operation id (generating one if the caller
+gives none), so it can retry a lost connection or a 503 with the same id: the create is
+idempotent, a repeat can never become a second write.
+
+    async with SettledClient("http://127.0.0.1:8000") as settled:
+        action = await settled.create_action("c-42", "refund", {...}, authorized=True, wait=2)
+        verdict = await settled.what_may_i_say(action.operation_id)
+        print(verdict.claim, verdict.say)
+"""
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any, Literal, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from settled.handoff import Handoff, Work
+from settled.models import WAIT_MAX_S, ActionStatus, Channel
+from settled.states import MAY_BE_IN_FLIGHT, SETTLED, Claim, State
+
+T = TypeVar("T")
+EventType = Literal["channel_opened", "channel_closed", "interrupted"]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+# Transport errors after which a request may not have been sent at all, or whose answer was lost.
+_TRANSPORT_ERRORS = (httpx.TransportError,)
+# How long the server gets beyond a `wait` before the client gives up on the answer.
+_WAIT_SLACK_S = 10.0
+
+
+class SettledError(Exception):
+    """Base of the client's errors: `code` is the contract's error code (or `unreachable`)."""
+
+    def __init__(self, code: str, message: str, status: int | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class SettledAPIError(SettledError):
+    """The API answered with an error body (`{"error": {"code", "message"}}`)."""
+
+
+class SettledUnreachable(SettledError):
+    """No answer from the API after the retries (connection refused, reset, timed out)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("unreachable", message)
+
+
+class CreatedAction(ActionStatus):
+    """The status answered by a create; `created` is false for a repeat of a known operation id."""
+
+    created: bool = True
+
+
+class Verdict(BaseModel):
+    """What a channel may truthfully say about one action, from verified state only."""
+
+    operation_id: str
+    kind: str
+    state: State
+    claim: Claim
+    say: str
+    business_ref: str | None
+    needs_attention: bool
+    action: ActionStatus
+
+
+class ConversationVerdict(BaseModel):
+    """What a channel may truthfully say about a whole conversation (the handoff, reconciled)."""
+
+    conversation_id: str
+    work: Work
+    say: str
+    actions: list[Verdict]
+
+
+def new_operation_id() -> str:
+    return f"op_{uuid.uuid4().hex}"
+
+
+def verdict_of(action: ActionStatus) -> Verdict:
+    return Verdict(
+        operation_id=action.operation_id,
+        kind=action.kind,
+        state=action.state,
+        claim=action.claim,
+        say=action.say,
+        business_ref=action.business_ref,
+        needs_attention=action.needs_attention,
+        action=action,
+    )
+
+
+class SettledClient:
+    """The channel API over one shared `httpx.AsyncClient`.
+
+    `retries` applies to idempotent calls (every read, the create with its operation id, reconcile,
+    channel events, presented): a connection error or a 503 is retried with backoff. Controls whose
+    repeat is not harmless to retry blindly (authorize with a wait, amend, cancel) are retried only
+    when the connection was never made.
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 10.0,
+        retries: int = 3,
+        backoff_s: float = 0.2,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._owns_http = http is None
+        self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout_s)
+        self._http.headers.update(headers)
+        self._timeout_s = timeout_s
+        self._retries = retries
+        self._backoff_s = backoff_s
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> "SettledClient":
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    async def create_action(
+        self,
+        conversation_id: str,
+        kind: str,
+        params: dict[str, Any],
+        *,
+        operation_id: str | None = None,
+        authorized: bool = False,
+        authorized_by: str | None = None,
+        wait: float | None = None,
+    ) -> CreatedAction:
+        """Record the action durably (201), or answer the known one for a repeated id (200)."""
+        body: dict[str, Any] = {
+            "conversation_id": conversation_id,
+            "kind": kind,
+            "params": params,
+            "operation_id": operation_id or new_operation_id(),
+            "authorized": authorized,
+        }
+        if authorized_by is not None:
+            body["authorized_by"] = authorized_by
+        response = await self._send("POST", "/v1/actions", body, wait=wait, idempotent=True)
+        return CreatedAction.model_validate({**response.json(), "created": response.status_code == 201})
+
+    async def get(self, operation_id: str) -> ActionStatus:
+        return await self._status("GET", f"/v1/actions/{operation_id}", None, idempotent=True)
+
+    async def authorize(
+        self, operation_id: str, by: str | None = None, *, wait: float | None = None
+    ) -> ActionStatus:
+        # A repeated authorize is a 200 no-op by contract, so it is safe to retry.
+        return await self._status(
+            "POST", f"/v1/actions/{operation_id}/authorize", {"by": by}, wait, idempotent=True
+        )
+
+    async def amend(self, operation_id: str, params: dict[str, Any]) -> ActionStatus:
+        return await self._status(
+            "POST", f"/v1/actions/{operation_id}/amend", {"params": params}, None, False
+        )
+
+    async def cancel(
+        self,
+        operation_id: str,
+        by: str | None = None,
+        reason: str | None = None,
+        *,
+        wait: float | None = None,
+    ) -> ActionStatus:
+        body = {"by": by, "reason": reason}
+        return await self._status("POST", f"/v1/actions/{operation_id}/cancel", body, wait, idempotent=False)
+
+    async def reconcile(self, operation_id: str, *, wait: float | None = None) -> ActionStatus:
+        return await self._status(
+            "POST", f"/v1/actions/{operation_id}/reconcile", None, wait, idempotent=True
+        )
+
+    async def presented(
+        self, operation_id: str, channel: Channel, text: str, completed: bool
+    ) -> ActionStatus:
+        body = {"channel": channel, "text": text[:4000], "completed": completed}
+        return await self._status(
+            "POST", f"/v1/actions/{operation_id}/presented", body, None, idempotent=True
+        )
+
+    # -- conversations ---------------------------------------------------------------------------
+
+    async def conversation_event(
+        self, conversation_id: str, type: EventType, channel: Channel, reason: str | None = None
+    ) -> dict[str, Any]:
+        body = {"type": type, "channel": channel, "reason": reason}
+        path = f"/v1/conversations/{conversation_id}/events"
+        response = await self._send("POST", path, body, idempotent=True)
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    async def handoff(self, conversation_id: str) -> Handoff:
+        response = await self._send("GET", f"/v1/conversations/{conversation_id}/handoff", idempotent=True)
+        return Handoff.model_validate(response.json())
+
+    async def stream(self, conversation_id: str) -> AsyncIterator[ActionStatus]:
+        """Every action of the conversation as it is now, then every change, in order (SSE)."""
+        path = f"/v1/conversations/{conversation_id}/stream"
+        # No read timeout: the server pings every 15 s and the stream is meant to stay open.
+        timeout = httpx.Timeout(self._timeout_s, read=None)
+        async with self._http.stream("GET", path, timeout=timeout) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                raise _api_error(response)
+            event, data = "message", []
+            async for line in response.aiter_lines():
+                if line == "":
+                    if event == "action" and data:
+                        yield ActionStatus.model_validate_json("\n".join(data))
+                    event, data = "message", []
+                elif line.startswith(":"):
+                    continue
+                else:
+                    field, _, value = line.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if field == "event":
+                        event = value
+                    elif field == "data":
+                        data.append(value)
+
+    async def await_settled(self, operation_id: str, timeout_s: float) -> ActionStatus:
+        """The action once confirmed, failed or cancelled, or as it is when `timeout_s` ends."""
+        current = await self.get(operation_id)
+        if current.state in SETTLED:
+            return current
+        try:
+            async with asyncio.timeout(timeout_s), aclosing(self.stream(current.conversation_id)) as events:
+                async for status in events:
+                    if status.operation_id == operation_id and status.state in SETTLED:
+                        return status
+        except TimeoutError:
+            pass
+        return await self.get(operation_id)
+
+    # -- what may I say --------------------------------------------------------------------------
+
+    async def what_may_i_say(self, operation_id: str, wait: float = 2.0) -> Verdict:
+        """Check the business system now (a reconcile with a short wait), then the verified sentence."""
+        return verdict_of(await self._reconciled(operation_id, wait))
+
+    async def what_may_i_say_in(self, conversation_id: str, wait: float = 2.0) -> ConversationVerdict:
+        """The same for every action of a conversation: the handoff, after reconciling what is in flight."""
+        handoff = await self.handoff(conversation_id)
+        pending = [a.operation_id for a in handoff.actions if a.state in MAY_BE_IN_FLIGHT]
+        if pending:
+            await asyncio.gather(*(self._reconciled(op, wait) for op in pending))
+            handoff = await self.handoff(conversation_id)
+        return ConversationVerdict(
+            conversation_id=conversation_id,
+            work=handoff.work,
+            say=handoff.say,
+            actions=[verdict_of(action) for action in handoff.actions],
+        )
+
+    async def _reconciled(self, operation_id: str, wait: float) -> ActionStatus:
+        wait = min(max(wait, 0.0), WAIT_MAX_S)
+        deadline = time.monotonic() + wait
+        status = await self.reconcile(operation_id, wait=wait)
+        # A reconcile that finds a lookup already due answers at once: keep watching for the rest
+        # of the wait rather than report a state that is about to change.
+        remaining = deadline - time.monotonic()
+        if status.state in MAY_BE_IN_FLIGHT and remaining > 0:
+            status = await self.await_settled(operation_id, remaining)
+        return status
+
+    # -- transport -------------------------------------------------------------------------------
+
+    async def _status(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        wait: float | None = None,
+        *,
+        idempotent: bool,
+    ) -> ActionStatus:
+        response = await self._send(method, path, body, wait=wait, idempotent=idempotent)
+        return ActionStatus.model_validate(response.json())
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        wait: float | None = None,
+        idempotent: bool,
+    ) -> httpx.Response:
+        params = {"wait": wait} if wait is not None else None
+        timeout = self._timeout_s + (wait or 0) + (_WAIT_SLACK_S if wait else 0)
+
+        async def once() -> httpx.Response:
+            return await self._http.request(method, path, json=body, params=params, timeout=timeout)
+
+        response = await self._retrying(once, idempotent)
+        if response.status_code >= 400:
+            raise _api_error(response)
+        return response
+
+    async def _retrying(
+        self, call: Callable[[], Awaitable[httpx.Response]], idempotent: bool
+    ) -> httpx.Response:
+        last: Exception | None = None
+        for attempt in range(self._retries + 1):
+            if attempt:
+                await asyncio.sleep(min(self._backoff_s * 2 ** (attempt - 1), 2.0))
+            try:
+                response = await call()
+            except httpx.ConnectError as error:  # never reached the server: always safe to retry
+                last = error
+                continue
+            except _TRANSPORT_ERRORS as error:
+                if not idempotent:
+                    raise SettledUnreachable(f"{type(error).__name__}: {error}") from error
+                last = error
+                continue
+            if response.status_code == 503 and idempotent and attempt < self._retries:
+                continue
+            return response
+        raise SettledUnreachable(f"no answer after {self._retries + 1} attempts: {last!r}")
+
+
+def _api_error(response: httpx.Response) -> SettledAPIError:
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "invalid_response", f"HTTP {response.status_code}: {response.text[:200]}"
+    return SettledAPIError(code, message, response.status_code)
