@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install lint unit golden clean
+.PHONY: dev test install lint unit golden clean browser screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The page tests drive Debian's Chromium through Playwright (never `playwright install`).
+browser:
+	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; } \
+	  || echo "no /usr/bin/chromium: the browser tests in tests/page will be skipped (apt-get install chromium)"
+
+test: lint browser
 	$(BIN)/python -m pytest -q
+
+screenshots: $(STAMP) browser
+	SETTLED_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/page
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

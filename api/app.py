@@ -8,6 +8,7 @@ from api.deps import GatewayHolder
 from api.limits import BodySizeLimit
 from api.metrics import ApiMetrics, MeasureRequests
 from api.metrics import router as metrics_router
+from api.page.routes import router as page_router
 from api.routes import actions, codec, conversations, health
 from settled.codec import EncryptionCodec
 from settled.config import Settings
@@ -28,6 +29,7 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(health.router)
     app.include_router(actions.router)
     app.include_router(conversations.router)
+    app.include_router(page_router)
     app.include_router(codec.router)
     app.include_router(metrics_router)
     app.state.metrics = ApiMetrics()
