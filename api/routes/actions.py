@@ -25,7 +25,7 @@ WaitS = Annotated[float, Query(ge=0, le=WAIT_MAX_S, description="seconds to wait
 
 @router.post("", response_model=ActionStatus, status_code=201, responses={200: {"model": ActionStatus}})
 async def create_action(
-    body: CreateAction, response: Response, gateway: GatewayDep, tenant: TenantDep, wait: WaitS = 0
+    body: CreateAction, response: Response, tenant: TenantDep, gateway: GatewayDep, wait: WaitS = 0
 ) -> ActionStatus:
     created, status = await gateway.create(tenant, body, wait)
     if not created:
@@ -34,15 +34,15 @@ async def create_action(
 
 
 @router.get("/{operation_id}", response_model=ActionStatus)
-async def get_action(operation_id: OperationId, gateway: GatewayDep, tenant: TenantDep) -> ActionStatus:
+async def get_action(operation_id: OperationId, tenant: TenantDep, gateway: GatewayDep) -> ActionStatus:
     return await gateway.get(tenant, operation_id)
 
 
 @router.post("/{operation_id}/authorize", response_model=ActionStatus)
 async def authorize_action(
     operation_id: OperationId,
-    gateway: GatewayDep,
     tenant: TenantDep,
+    gateway: GatewayDep,
     body: Annotated[AuthorizeBody | None, Body()] = None,
     wait: WaitS = 0,
 ) -> ActionStatus:
@@ -51,7 +51,7 @@ async def authorize_action(
 
 @router.post("/{operation_id}/amend", response_model=ActionStatus)
 async def amend_action(
-    operation_id: OperationId, body: AmendBody, gateway: GatewayDep, tenant: TenantDep
+    operation_id: OperationId, body: AmendBody, tenant: TenantDep, gateway: GatewayDep
 ) -> ActionStatus:
     return await gateway.amend(tenant, operation_id, body.params)
 
@@ -59,8 +59,8 @@ async def amend_action(
 @router.post("/{operation_id}/cancel", response_model=ActionStatus)
 async def cancel_action(
     operation_id: OperationId,
-    gateway: GatewayDep,
     tenant: TenantDep,
+    gateway: GatewayDep,
     body: Annotated[CancelBody | None, Body()] = None,
     wait: WaitS = 0,
 ) -> ActionStatus:
@@ -70,14 +70,14 @@ async def cancel_action(
 
 @router.post("/{operation_id}/reconcile", response_model=ActionStatus)
 async def reconcile_action(
-    operation_id: OperationId, gateway: GatewayDep, tenant: TenantDep, wait: WaitS = 0
+    operation_id: OperationId, tenant: TenantDep, gateway: GatewayDep, wait: WaitS = 0
 ) -> ActionStatus:
     return await gateway.reconcile(tenant, operation_id, wait, "reconcile requested over the API")
 
 
 @router.post("/{operation_id}/presented", response_model=ActionStatus)
 async def record_presented(
-    operation_id: OperationId, body: PresentedBody, gateway: GatewayDep, tenant: TenantDep
+    operation_id: OperationId, body: PresentedBody, tenant: TenantDep, gateway: GatewayDep
 ) -> ActionStatus:
     present = Present(
         channel=body.channel, text=body.text, completed=body.completed, for_state=body.for_state

@@ -21,7 +21,7 @@ STREAM_POLL_S = 0.1
 
 @router.post("/{conversation_id}/events", status_code=202)
 async def conversation_event(
-    conversation_id: ConversationId, body: ConversationEventBody, gateway: GatewayDep, tenant: TenantDep
+    conversation_id: ConversationId, body: ConversationEventBody, tenant: TenantDep, gateway: GatewayDep
 ) -> dict[str, Any]:
     event = ChannelEvent(type=body.type, channel=body.channel, reason=body.reason)
     reconciling = await gateway.conversation_event(tenant, conversation_id, event)
@@ -29,13 +29,13 @@ async def conversation_event(
 
 
 @router.get("/{conversation_id}/handoff", response_model=Handoff)
-async def handoff(conversation_id: ConversationId, gateway: GatewayDep, tenant: TenantDep) -> Handoff:
+async def handoff(conversation_id: ConversationId, tenant: TenantDep, gateway: GatewayDep) -> Handoff:
     return await gateway.handoff(tenant, conversation_id)
 
 
 @router.get("/{conversation_id}/stream")
 async def stream(
-    conversation_id: ConversationId, request: Request, gateway: GatewayDep, tenant: TenantDep
+    conversation_id: ConversationId, request: Request, tenant: TenantDep, gateway: GatewayDep
 ) -> EventSourceResponse:
     """The current state of every action first, then every change, in order."""
     return EventSourceResponse(_events(gateway, tenant, conversation_id, request), ping=15)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from temporalio.client import Client
 
 from settled.codec import new_key
@@ -74,3 +75,15 @@ def test_api_keys_scope_every_id_to_its_tenant(encrypted_stack: Stack) -> None:
         assert api.post("/v1/actions", json=body, headers=theirs).status_code == 201
         assert api.get("/v1/conversations/c-t/handoff", headers=mine).json()["work"] == "waiting_for_user"
         assert api.get("/healthz").status_code == 200
+
+
+def test_without_a_key_the_answer_is_401_even_when_temporal_is_down(tmp_path: Path) -> None:
+    env = {"SETTLED_API_KEYS": f"acme:{KEY}", "SETTLED_TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    from api.app import create_app
+    from settled.config import Settings
+
+    app = create_app(Settings.from_env(env))
+    with TestClient(app) as client:
+        assert client.get("/v1/actions/op-1").status_code == 401
+        down = client.get("/v1/actions/op-1", headers={"Authorization": f"Bearer {KEY}"})
+        assert down.status_code == 503 and down.json()["error"]["code"] == "temporal_unavailable"
