@@ -202,9 +202,19 @@ class SettledClient:
         )
 
     async def presented(
-        self, operation_id: str, channel: Channel, text: str, completed: bool
+        self,
+        operation_id: str,
+        channel: Channel,
+        text: str,
+        completed: bool,
+        *,
+        for_state: State | None = None,
     ) -> ActionStatus:
-        body = {"channel": channel, "text": text[:4000], "completed": completed}
+        """Record what a channel presented. `for_state`: the state of the status the text came from
+        (a sentence about `running` finished after the action confirmed did not present the outcome)."""
+        body: dict[str, Any] = {"channel": channel, "text": text[:4000], "completed": completed}
+        if for_state is not None:
+            body["for_state"] = for_state.value
         return await self._status(
             "POST", f"/v1/actions/{operation_id}/presented", body, None, idempotent=True
         )

@@ -149,6 +149,7 @@ class ActionRecord(BaseModel):
             history=self.history,
             updated_at=self.updated_at,
             log=self.log,
+            compensating=self.compensation_pending,
         )
 
     @property

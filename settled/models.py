@@ -65,6 +65,9 @@ class ActionStatus(BaseModel):
     updated_at: datetime
     # Beyond the contract: controls and business answers, newest last (bounded).
     log: list[LogEntry] = Field(default_factory=list)
+    # Beyond the contract: a reversal (compensation) is under way; the state stays `confirmed` until it
+    # is answered, so a channel should keep watching rather than announce "done".
+    compensating: bool = False
 
 
 # Request bodies -----------------------------------------------------------------------------

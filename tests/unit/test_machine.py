@@ -125,7 +125,7 @@ def test_cancel_in_flight_then_applied_compensates_when_the_kind_can() -> None:
     assert "check before I can cancel" in action.status().say
     action.on_dispatch(CONFIRMED, at(1))
     assert action.state is State.CONFIRMED and action.next_step(at(1)).action == "compensate"
-    assert "reversing" in action.status().say
+    assert "reversing" in action.status().say and action.status().compensating
     action.on_compensation(CompensationOutcome(result="compensated", status_code=200, detail="ok"), at(2))
     assert (action.state, action.compensated, action.business_ref) == (State.CANCELLED, True, "b-1")
 
