@@ -260,14 +260,15 @@ class SettledClient:
                         data.append(value)
 
     async def await_settled(self, operation_id: str, timeout_s: float) -> ActionStatus:
-        """The action once confirmed, failed or cancelled, or as it is when `timeout_s` ends."""
+        """The action once confirmed (and not being reversed), failed or cancelled, or as it is when
+        `timeout_s` ends."""
         current = await self.get(operation_id)
-        if current.state in SETTLED:
+        if is_final(current):
             return current
         try:
             async with asyncio.timeout(timeout_s), aclosing(self.stream(current.conversation_id)) as events:
                 async for status in events:
-                    if status.operation_id == operation_id and status.state in SETTLED:
+                    if status.operation_id == operation_id and is_final(status):
                         return status
         except TimeoutError:
             pass
@@ -359,6 +360,11 @@ class SettledClient:
                 continue
             return response
         raise SettledUnreachable(f"no answer after {self._retries + 1} attempts: {last!r}")
+
+
+def is_final(status: ActionStatus) -> bool:
+    """Nothing more will happen on its own: confirmed (and not being reversed), failed or cancelled."""
+    return status.state in SETTLED and not status.compensating
 
 
 def _api_error(response: httpx.Response) -> SettledAPIError:

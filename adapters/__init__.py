@@ -1,0 +1,13 @@
+"""Channel adapters: settled under the OpenAI Agents SDK (realtime), Pipecat and LiveKit Agents.
+
+Each adapter lives in its own module and imports its framework only there, so `import adapters`
+(and `adapters.common`) works without any of them installed:
+
+    pip install 'settled[openai-agents]'   # adapters.openai_agents
+    pip install 'settled[pipecat]'         # adapters.pipecat
+    pip install 'settled[livekit]'         # adapters.livekit
+"""
+
+from adapters.common import ActionKind, SettledChannel, derived_operation_id, load_action_kinds, tool_answer
+
+__all__ = ["ActionKind", "SettledChannel", "derived_operation_id", "load_action_kinds", "tool_answer"]

@@ -1,0 +1,375 @@
+"""What every channel adapter shares: declared kinds as tools, truthful tool results, and the
+forwarding of a channel's events to settled, in order, without blocking the voice loop.
+
+Nothing here imports a framework. The adapters (`adapters.openai_agents`, `adapters.pipecat`,
+`adapters.livekit`) translate their framework's tools and events into `SettledChannel` calls.
+"""
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from settled.client import SettledAPIError, SettledClient, SettledError
+from settled.kinds import KindSpec, load_kinds
+from settled.models import ActionStatus, Channel
+from settled.states import State
+
+log = logging.getLogger("settled.adapters")
+
+CHECK_TOOL = "verify_action"
+AUTHORIZE_TOOL = "authorize_action"
+CHECK_DESCRIPTION = (
+    "Answer 'did you do it?' from verified state: checks the business system now. Pass the "
+    "operation_id of one request, or leave it empty for every request in this conversation. "
+    "Only say something is done when this says CONFIRMED."
+)
+AUTHORIZE_DESCRIPTION = (
+    "Give the go-ahead for a recorded request that needs it. Call only after the caller clearly "
+    "said yes to exactly that request; pass its operation_id."
+)
+OPERATION_ID_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "description": "the operation id of the request (op_...)",
+}
+# Derived ids of one request that met a definite "not done" (failed, cancelled) move on to the
+# next suffix, so asking again sends it again; this bounds how often.
+MAX_REQUEST_ROUNDS = 20
+
+
+@dataclass(frozen=True)
+class ActionKind:
+    """A declared kind (contract §4), as a tool the model may call."""
+
+    kind: str
+    description: str
+    params_schema: dict[str, Any]
+    requires_authorization: bool = False
+    tool_name: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.tool_name or self.kind
+
+    @classmethod
+    def from_spec(cls, spec: KindSpec, tool_name: str | None = None) -> "ActionKind":
+        return cls(
+            kind=spec.name,
+            description=spec.description,
+            params_schema=dict(spec.params_schema),
+            requires_authorization=spec.requires_authorization,
+            tool_name=tool_name,
+        )
+
+    def tool_description(self) -> str:
+        what = self.description[:1].upper() + self.description[1:]
+        go_ahead = " It needs the caller's go-ahead first." if self.requires_authorization else ""
+        return (
+            f"{what}. Records the request durably and sends it to the business system once.{go_ahead} "
+            "The result says whether it is confirmed: never tell the caller it is done unless the "
+            "result says CONFIRMED. Calling again with the same details returns the same request, "
+            "never a second one."
+        )
+
+
+def load_action_kinds(
+    path: str | Path | None = None, names: Iterable[str] | None = None, sandbox_url: str | None = None
+) -> list[ActionKind]:
+    """The kinds of a kinds file (the same file the worker and API read), as tools.
+
+    Without a path: the built-in sandbox kinds. `names` picks some of them, in that order.
+    """
+    kinds = load_kinds(path, sandbox_url) if sandbox_url else load_kinds(path)
+    wanted = list(names) if names is not None else kinds.names()
+    chosen = []
+    for name in wanted:
+        spec = kinds.get(name)
+        if spec is None:
+            raise KeyError(f"no kind {name!r} in {kinds.source}; known: {', '.join(kinds.names())}")
+        chosen.append(ActionKind.from_spec(spec))
+    return chosen
+
+
+def canonical_params(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def derived_operation_id(conversation_id: str, kind: str, params: dict[str, Any], round_: int = 1) -> str:
+    """One request of one conversation, one id: a model that calls the tool again with the same
+    details (after an interruption, a timeout, "try again") meets the same durable action."""
+    digest = hashlib.sha256(f"{conversation_id}\n{kind}\n{canonical_params(params)}".encode()).hexdigest()
+    base = f"op_{digest[:32]}"
+    return base if round_ == 1 else f"{base}-{round_}"
+
+
+OperationIds = Callable[[str, str, dict[str, Any], int], str]
+
+
+# -- what the model is told ----------------------------------------------------------------------
+
+
+def tool_answer(status: ActionStatus, authorize_tool: str | None = AUTHORIZE_TOOL) -> str:
+    """The tool result: the verified state in plain words, then the sentence settled derives for it."""
+    op = status.operation_id
+    ref = f"Reference operation {op}."
+    match status.state:
+        case State.REQUESTED if not status.authorized:
+            then = f"then call {authorize_tool} with operation_id {op}" if authorize_tool else "then confirm"
+            head = (
+                "Recorded; nothing has been sent yet: it needs the caller's go-ahead. Ask the caller "
+                f"to confirm, {then}. {ref}"
+            )
+        case State.REQUESTED | State.RUNNING:
+            head = f"Request recorded and being sent; not confirmed yet. {ref}"
+        case State.UNKNOWN:
+            head = (
+                "Request sent, but its result is not verified yet; it is being checked and will not "
+                f"be sent twice. Do not say it is done. {ref}"
+            )
+        case State.CONFIRMED if status.compensating:
+            head = f"It went through and is being reversed now; not final yet. {ref}"
+        case State.CONFIRMED:
+            head = f"CONFIRMED by the business system. {ref}"
+        case State.FAILED:
+            head = f"NOT DONE: the business system did not accept it. {ref}"
+        case State.CANCELLED:
+            head = f"NOT DONE: it was cancelled. {ref}"
+    return f"{head} Tell the caller: {status.say}"
+
+
+_CLAIM_WORDS = {
+    "done": "CONFIRMED",
+    "in_progress": "NOT CONFIRMED YET (in progress)",
+    "unknown": "NOT VERIFIED (being checked; do not retry it)",
+    "not_done": "NOT DONE",
+}
+
+
+def check_line(status: ActionStatus) -> str:
+    ref = f", reference {status.business_ref}" if status.business_ref else ""
+    claim = "CONFIRMED, and being reversed now" if status.compensating else _CLAIM_WORDS[status.claim]
+    return f"{status.kind} (operation {status.operation_id}{ref}): {claim}. {status.say}"
+
+
+def error_answer(error: SettledError) -> str:
+    if isinstance(error, SettledAPIError) and error.code in ("invalid_params", "invalid_request"):
+        return f"Not recorded: the details are not valid ({error.message}). Nothing was sent."
+    return (
+        f"Could not confirm the request was recorded ({error.code}). Do not say it is done. "
+        "Calling again with the same details is safe: it cannot create a second request."
+    )
+
+
+# -- the channel ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Turn:
+    operations: list[tuple[str, State]]
+    text: str = ""
+
+
+@dataclass
+class SettledChannel:
+    """One conversation on one channel, seen through settled.
+
+    Tools call `request`, `check` and `authorize` and await them (the model needs the answer).
+    Channel events (`opened`, `interrupted`, `closed`, and the presentation of results) are queued
+    and sent in order by one background task, so a slow or unreachable API never stalls the
+    framework's audio loop; `flush()` waits for them.
+    """
+
+    client: SettledClient
+    conversation_id: str
+    kinds: list[ActionKind]
+    channel: Channel = "voice"
+    # How long a tool call waits for the business system's answer before telling the model
+    # "not confirmed yet" (contract: `?wait`, at most 30 s). A voice turn should not stall long.
+    wait_s: float = 2.0
+    # True when the tool call itself is the caller's go-ahead (the agent asks before calling).
+    authorize_on_call: bool = False
+    operation_ids: OperationIds = derived_operation_id
+    operations: list[str] = field(default_factory=list)
+    _by_tool: dict[str, ActionKind] = field(default_factory=dict, init=False)
+    _queue: asyncio.Queue[Callable[[], Awaitable[None]] | None] | None = field(default=None, init=False)
+    _sender: asyncio.Task[None] | None = field(default=None, init=False)
+    _told: list[tuple[str, State]] = field(default_factory=list, init=False)
+    _turns: dict[str, _Turn] = field(default_factory=dict, init=False)
+    _closed: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self._by_tool = {kind.name: kind for kind in self.kinds}
+        if len(self._by_tool) != len(self.kinds):
+            raise ValueError("two kinds share a tool name; give one a tool_name")
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    @property
+    def needs_authorize_tool(self) -> bool:
+        return not self.authorize_on_call and any(kind.requires_authorization for kind in self.kinds)
+
+    def kind_for(self, tool_name: str) -> ActionKind:
+        return self._by_tool[tool_name]
+
+    async def request(self, tool_name: str, params: dict[str, Any]) -> ActionStatus:
+        """Create (or meet again) the durable action for this tool call; wait briefly for its outcome."""
+        kind = self._by_tool[tool_name]
+        authorized = self.authorize_on_call or not kind.requires_authorization
+        status: ActionStatus | None = None
+        for round_ in range(1, MAX_REQUEST_ROUNDS + 1):
+            operation_id = self.operation_ids(self.conversation_id, kind.kind, params, round_)
+            created = await self.client.create_action(
+                self.conversation_id,
+                kind.kind,
+                params,
+                operation_id=operation_id,
+                authorized=authorized,
+                authorized_by=f"{self.channel} tool call" if authorized else None,
+                # Nothing is sent before the go-ahead, so there is nothing to wait for.
+                wait=self.wait_s if authorized else None,
+            )
+            status = created
+            # A repeat of a request that definitely did not happen is a new request.
+            if created.created or created.state not in (State.FAILED, State.CANCELLED):
+                break
+        assert status is not None
+        if status.operation_id not in self.operations:
+            self.operations.append(status.operation_id)
+        return status
+
+    async def answer_request(self, tool_name: str, params: dict[str, Any]) -> str:
+        try:
+            status = await self.request(tool_name, params)
+        except SettledError as error:
+            log.warning("request not recorded: %s", error.code)
+            return error_answer(error)
+        self.told(status)
+        return tool_answer(status, AUTHORIZE_TOOL if self.needs_authorize_tool else None)
+
+    async def authorize(self, operation_id: str) -> ActionStatus:
+        return await self.client.authorize(operation_id, by=f"{self.channel} caller", wait=self.wait_s)
+
+    async def answer_authorize(self, operation_id: str) -> str:
+        try:
+            status = await self.authorize(operation_id)
+        except SettledError as error:
+            return error_answer(error)
+        self.told(status)
+        return tool_answer(status)
+
+    async def answer_check(self, operation_id: str | None = None) -> str:
+        """The "did you do it?" answer, after checking the business system now."""
+        try:
+            if operation_id:
+                verdict = await self.client.what_may_i_say(operation_id, wait=self.wait_s)
+                self.told(verdict.action)
+                return check_line(verdict.action)
+            everything = await self.client.what_may_i_say_in(self.conversation_id, wait=self.wait_s)
+        except SettledError as error:
+            if isinstance(error, SettledAPIError) and error.code == "not_found":
+                return f"There is no request {operation_id} in this conversation."
+            return f"Could not check right now ({error.code}). Do not say anything is done."
+        if not everything.actions:
+            return "Nothing has been requested in this conversation."
+        for verdict in everything.actions:
+            self.told(verdict.action)
+        return "\n".join(check_line(verdict.action) for verdict in everything.actions)
+
+    # -- channel events --------------------------------------------------------------------------
+
+    def opened(self) -> None:
+        self._post(lambda: self._event("channel_opened"))
+
+    def interrupted(self) -> None:
+        """The caller cut in: settled checks what may be in flight (nothing is cancelled)."""
+        self._post(lambda: self._event("interrupted"))
+
+    def closed(self, reason: str = "hangup") -> None:
+        """The channel ended; the actions go on (ending a call never cancels one)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._post(lambda: self._event("channel_closed", reason))
+
+    async def _event(self, type_: str, reason: str | None = None) -> None:
+        await self.client.conversation_event(self.conversation_id, type_, self.channel, reason)  # type: ignore[arg-type]
+
+    # -- presentation ----------------------------------------------------------------------------
+
+    def told(self, status: ActionStatus) -> None:
+        """The model was handed this status: the next turn it speaks presents it."""
+        self._told = [entry for entry in self._told if entry[0] != status.operation_id]
+        self._told.append((status.operation_id, status.state))
+
+    def turn_started(self, turn_id: str) -> None:
+        if turn_id in self._turns or not self._told:
+            return
+        self._turns[turn_id] = _Turn(operations=self._told)
+        self._told = []
+
+    def turn_text(self, turn_id: str, text: str) -> None:
+        turn = self._turns.get(turn_id)
+        if turn is not None:
+            turn.text += text
+
+    def turn_ended(self, turn_id: str, completed: bool, text: str | None = None) -> None:
+        """What the framework's playback says of a turn: spoken to the end, or cut off."""
+        turn = self._turns.get(turn_id)
+        if turn is None:
+            return
+        if text is not None:
+            turn.text = text
+        spoken = turn.text.strip()
+        if not spoken:
+            return
+        for operation_id, state in turn.operations:
+            self._post(lambda op=operation_id, st=state: self._present(op, st, spoken, completed))
+
+    def present(self, turn_id: str, text: str, completed: bool) -> None:
+        """A whole turn at once (a framework that reports text and interruption together)."""
+        self.turn_started(turn_id)
+        self.turn_ended(turn_id, completed, text)
+
+    async def _present(self, operation_id: str, told: State, text: str, completed: bool) -> None:
+        # `for_state`: this text presented the state the model was told, even if the action has
+        # moved on since; settled then still owes the newer outcome to the next channel.
+        await self.client.presented(operation_id, self.channel, text, completed, for_state=told)
+
+    # -- the sender ------------------------------------------------------------------------------
+
+    def _post(self, send: Callable[[], Awaitable[None]]) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_all(self._queue))
+        self._queue.put_nowait(send)
+
+    async def _send_all(self, queue: asyncio.Queue[Callable[[], Awaitable[None]] | None]) -> None:
+        while True:
+            send = await queue.get()
+            try:
+                if send is None:
+                    return
+                await send()
+            except SettledError as error:
+                # The action is durable either way; only this channel's note is lost.
+                log.warning("channel event not recorded: %s %s", error.code, error.message)
+            except Exception:
+                log.exception("channel event not recorded")
+            finally:
+                queue.task_done()
+
+    async def flush(self) -> None:
+        """Wait until every queued channel event has been sent."""
+        if self._queue is not None and self._sender is not None and not self._sender.done():
+            await self._queue.join()
+
+    async def aclose(self) -> None:
+        await self.flush()
+        if self._queue is not None and self._sender is not None and not self._sender.done():
+            self._queue.put_nowait(None)
+            await self._sender

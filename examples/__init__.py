@@ -1,0 +1,1 @@
+"""Runnable examples: one per framework, each a scripted refund call against a running settled."""

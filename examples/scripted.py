@@ -1,0 +1,57 @@
+"""A scripted caller and a scripted model, so the examples (and their tests) run offline.
+
+The model is deliberately simple and deterministic: it calls a tool when the caller asks for
+something, and then says what the tool returned (the part after "Tell the caller:", if any).
+It believes its tools; whatever it claims comes from them. That is exactly what makes a tool that
+pretends completion dangerous, and a tool that reports verified state safe.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+FILLER = "One moment, I'm taking care of that."
+VERIFY_TOOL = "verify_action"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+    @property
+    def json(self) -> str:
+        return json.dumps(self.arguments)
+
+
+@dataclass
+class RefundScript:
+    """What the scripted model does for each thing the caller says."""
+
+    refund: dict[str, Any]
+    tool: str = "refund"
+    said: list[str] = field(default_factory=list)
+
+    def decide(self, user_text: str) -> ToolCall | None:
+        text = user_text.lower()
+        if "did you" in text or "is it done" in text:
+            return ToolCall(VERIFY_TOOL, {})
+        if "refund" in text or "try again" in text:
+            return ToolCall(self.tool, dict(self.refund))
+        return None
+
+    def reply(self, tool_output: str) -> str:
+        """What the model says after a tool returned: it relays the tool, word for word (a bare
+        CANCELLED, Pipecat's note for a call cut off by an interruption, as "it didn't go through")."""
+        _, marker, tail = tool_output.partition("Tell the caller:")
+        # The sentence to tell is one line; a framework may append its own notes to the model below.
+        line = tail.strip().split("\n")[0] if marker else tool_output.strip()
+        if line.startswith("CANCELLED"):
+            line = "Sorry, the refund didn't go through."
+        self.said.append(line)
+        return line
+
+    def small_talk(self, user_text: str) -> str:
+        line = "Is there anything else I can help with?"
+        self.said.append(line)
+        return line

@@ -1,0 +1,172 @@
+"""LiveKit Agents, driven for real: an `AgentSession` with a scripted LLM (LiveKit's `llm.LLM`
+interface), run text-only through `session.run`, its tools invoked by LiveKit's own function-tool
+path with a `RunContext`. Offline: no LiveKit server, no room.
+
+The failure: a refund request is at the service when the caller cuts in. LiveKit keeps the tool
+running through the interruption, but the service's answer is lost (sandbox fault `hang`, applied,
+then the connection drops). The naive tool raises, the model tells the caller it failed, the caller
+says "try again", and the order is refunded twice. With settled the tool meets the lost answer with
+a lookup, the model says what is verified, the retry meets the same durable action: one refund.
+"""
+
+import asyncio
+from contextlib import suppress
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip(
+    "livekit.agents", reason="LiveKit Agents is not installed: pip install 'settled[livekit]'"
+)
+
+from livekit.agents import Agent, AgentSession, RunContext, function_tool
+
+from adapters.common import ActionKind, derived_operation_id
+from adapters.livekit import SettledLiveKit
+from examples import livekit_refund
+from examples.livekit_refund import ScriptedLLM
+from examples.scripted import RefundScript
+from settled.stack import Stack
+from settled.states import State
+from tests.client.support import AsyncSandbox, RecordingClient, eventually, new_id, refund
+
+CHECKING = "The request to refund the order was sent, but I haven't confirmed the result."
+
+
+async def _tool_answered(session: AgentSession[Any], call_id: str) -> bool:
+    return any(
+        item.type == "function_call_output" and item.call_id.startswith(call_id)
+        for item in session.history.items
+    )
+
+
+async def _interrupted_mid_flight(
+    session: AgentSession[Any], truth: AsyncSandbox, key: str, text: str
+) -> list[Any]:
+    """The caller asks; while the request is at the service, the caller cuts in. LiveKit's
+    interruption waits for the running tool, so it is awaited with the run, later."""
+    run = session.run(user_input=text)
+    await truth.wait_in_flight(key)
+    return [run, session.interrupt()]
+
+
+async def _settle(pending: list[Any]) -> None:
+    for awaitable in pending:
+        with suppress(Exception):  # an interrupted run may end in an error of its own
+            await asyncio.wait_for(asyncio.shield(awaitable), 20)
+
+
+async def test_naive_tool_fails_loudly_and_the_retry_refunds_twice(stack: Stack, truth: AsyncSandbox) -> None:
+    params, prefix = refund(), new_id("call")
+    script = RefundScript(refund=params)
+
+    @function_tool
+    async def refund_tool(context: RunContext, order_id: str, amount: float, currency: str) -> str:
+        """Refund the order."""
+        body = {"order_id": order_id, "amount": amount, "currency": currency}
+        async with httpx.AsyncClient(base_url=stack.sandbox_url, timeout=10) as http:
+            answer = await http.post(
+                "/refunds", json={**body, "client_reference": context.function_call.call_id}
+            )
+        answer.raise_for_status()
+        return f"Tell the caller: Your refund has been submitted, {answer.json()['id']}."
+
+    refund_tool._info.name = "refund"  # the same tool name the model calls
+    hang = await truth.fault("refunds", "create", "hang", f"{prefix}_1", apply=True)
+    session: AgentSession[None] = AgentSession(llm=ScriptedLLM(script, call_prefix=prefix))
+    await session.start(Agent(instructions="refunds", tools=[refund_tool]))
+    pending = await _interrupted_mid_flight(
+        session, truth, f"{prefix}_1", f"Please refund order {params['order_id']}."
+    )
+    await truth.release(hang)  # applied, and the answer is lost: the tool raises
+    await eventually(lambda: _tool_answered(session, f"{prefix}_1"), what="the tool's output")
+    await _settle(pending)
+    await session.run(user_input="Sorry, go on.")
+    await session.run(user_input="Please try again.")
+    await session.aclose()
+
+    assert "error" in script.said[0].lower()  # what LiveKit told the model of the raised tool
+    assert script.said[1].startswith("Your refund has been submitted")
+    assert len(await truth.refunds_for(params["order_id"])) == 2  # refunded twice
+
+
+async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
+    settled: RecordingClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params, prefix = new_id("conv"), refund(), new_id("call")
+    op = derived_operation_id(conversation, "refund", params)
+    script = RefundScript(refund=params)
+    bridge = SettledLiveKit(settled, conversation, [refund_kind], wait_s=5, authorize_on_call=True)
+    hang = await truth.fault("refunds", "create", "hang", op, apply=True)
+    session: AgentSession[None] = AgentSession(llm=ScriptedLLM(script, call_prefix=prefix))
+    bridge.attach(session)
+    await session.start(Agent(instructions="refunds", tools=bridge.tools()))
+    pending = await _interrupted_mid_flight(session, truth, op, f"Please refund order {params['order_id']}.")
+    await truth.release(hang)  # applied, and the answer is lost
+    await eventually(lambda: _said_done(script), what="the outcome, followed after the update")
+    await _settle(pending)
+    await session.run(user_input="Please try again.")
+    await session.run(user_input="Did you do it?")
+    await session.aclose()
+    await bridge.aclose()
+
+    records = await truth.refunds_for(params["order_id"])
+    action = await settled.get(op)
+    ref = records[0]["id"]
+    assert len(records) == 1 and records[0]["key"] == op
+    assert action.state is State.CONFIRMED and action.business_ref == ref
+    # Whether the model heard "sent, not confirmed yet, being checked" before the lookup answered
+    # depends on timing; either way every line it said is verified state, and it ends with the truth.
+    for line in script.said:
+        assert line == action.say or line.startswith(CHECKING) or ("CONFIRMED" in line and ref in line), line
+    assert script.said.count(action.say) >= 2 and ref in action.say
+    assert "CONFIRMED" in script.said[-1] and ref in script.said[-1]
+    assert "unknown" in [entry.state for entry in action.history]  # the lost answer was looked up
+    assert ("interrupted", None) in settled.events and settled.events[-1] == (
+        "channel_closed",
+        "ended_by_agent",
+    )
+    assert action.presented is not None and action.presented.completed
+    assert action.presented.state is State.CONFIRMED
+
+    handoff = await settled.handoff(conversation)
+    assert handoff.channels.voice == "closed" and handoff.channel_reasons["voice"] == "ended_by_agent"
+    assert handoff.work == "stopped" and handoff.say == ""
+
+
+async def test_an_answer_still_pending_is_reported_then_followed_to_the_outcome(
+    settled: RecordingClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    script = RefundScript(refund=params)
+    bridge = SettledLiveKit(settled, conversation, [refund_kind], wait_s=0.3, authorize_on_call=True)
+    hold = await truth.fault("refunds", "create", "hold", op, apply=True)
+    session: AgentSession[None] = AgentSession(llm=ScriptedLLM(script))
+    bridge.attach(session)
+    await session.start(Agent(instructions="refunds", tools=bridge.tools()))
+    await session.run(user_input=f"Please refund order {params['order_id']}.")
+    assert script.said == ["I'm sending the request to refund the order now; it isn't confirmed yet."]
+    await truth.release(hold)
+    await eventually(lambda: _said(script, 2), what="the deferred outcome")
+    await session.aclose()
+    await bridge.aclose()
+    ref = (await truth.refunds_for(params["order_id"]))[0]["id"]
+    assert ref in script.said[1] and (await settled.get(op)).state is State.CONFIRMED
+
+
+async def _said_done(script: RefundScript) -> bool:
+    return any(line.startswith("Done:") for line in script.said)
+
+
+async def _said(script: RefundScript, count: int) -> bool:
+    return len(script.said) >= count
+
+
+async def test_the_example_runs_against_the_stack(stack: Stack, truth: AsyncSandbox) -> None:
+    conversation, order = new_id("conv"), new_id("order")
+    result = await livekit_refund.call(stack.api_url, conversation, order)
+    records = await truth.refunds_for(order)
+    assert len(records) == 1 and all(records[0]["id"] in line for line in result["said"])
+    assert result["handoff"].channels.voice == "closed" and result["handoff"].work == "stopped"
