@@ -8,10 +8,7 @@ offline without a LiveKit server. In a real agent keep `bridge.tools()` and `bri
 and start the session in your room as usual.
 """
 
-import argparse
-import asyncio
 import itertools
-import uuid
 from typing import Any
 
 from livekit.agents import Agent, AgentSession, llm
@@ -19,7 +16,7 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConn
 
 from adapters.common import load_action_kinds
 from adapters.livekit import SettledLiveKit
-from examples.scripted import RefundScript
+from examples.scripted import RefundScript, run_example
 from settled.client import SettledClient
 
 INSTRUCTIONS = (
@@ -105,19 +102,7 @@ async def call(api_url: str, conversation_id: str, order_id: str) -> dict[str, A
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--api", default="http://127.0.0.1:8000", help="the settled API")
-    parser.add_argument("--order", default=f"o-{uuid.uuid4().hex[:6]}")
-    args = parser.parse_args()
-    result = asyncio.run(call(args.api, f"conv-{uuid.uuid4().hex[:8]}", args.order))
-    for line in result["said"]:
-        print(f"agent: {line}")
-    handoff = result["handoff"]
-    print(f"handoff: work={handoff.work} voice={handoff.channels.voice} ({handoff.channel_reasons})")
-    for action in handoff.actions:
-        print(f"  {action.operation_id}: {action.state} ({action.business_ref}) - {action.say}")
+    run_example(__doc__, call)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,8 @@ The scripted model stands in for the realtime API so this runs offline; with a r
 usual: the bridge's tools and `watch` stay the same.
 """
 
-import argparse
 import asyncio
 import itertools
-import uuid
 from typing import Any
 
 from agents.realtime import RealtimeAgent, RealtimeRunner
@@ -37,7 +35,7 @@ from agents.realtime.model_inputs import (
 
 from adapters.common import load_action_kinds
 from adapters.openai_agents import PCM16_24K_BYTES_PER_MS, SettledRealtime
-from examples.scripted import FILLER, RefundScript
+from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 
 INSTRUCTIONS = (
@@ -161,19 +159,7 @@ async def _drain(bridge: SettledRealtime, session: Any) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--api", default="http://127.0.0.1:8000", help="the settled API")
-    parser.add_argument("--order", default=f"o-{uuid.uuid4().hex[:6]}")
-    args = parser.parse_args()
-    result = asyncio.run(call(args.api, f"conv-{uuid.uuid4().hex[:8]}", args.order))
-    for line in result["said"]:
-        print(f"agent: {line}")
-    handoff = result["handoff"]
-    print(f"handoff: work={handoff.work} voice={handoff.channels.voice}")
-    for action in handoff.actions:
-        print(f"  {action.operation_id}: {action.state} ({action.business_ref}) - {action.say}")
+    run_example(__doc__, call)
 
 
 if __name__ == "__main__":

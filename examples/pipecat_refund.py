@@ -8,11 +8,9 @@ transport, so this runs offline. In a real bot, keep the three settled lines (`r
 `tools_schema`, `observer`) and put your STT, LLM, TTS and transport back in the pipeline.
 """
 
-import argparse
 import asyncio
 import itertools
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +41,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from adapters.common import load_action_kinds
 from adapters.pipecat import SettledPipecat
-from examples.scripted import RefundScript
+from examples.scripted import RefundScript, run_example
 from settled.client import SettledClient
 
 INSTRUCTIONS = (
@@ -229,19 +227,7 @@ def main() -> None:
     from loguru import logger
 
     logger.remove()  # Pipecat logs every frame at DEBUG; the example prints the conversation instead
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--api", default="http://127.0.0.1:8000", help="the settled API")
-    parser.add_argument("--order", default=f"o-{uuid.uuid4().hex[:6]}")
-    args = parser.parse_args()
-    result = asyncio.run(call(args.api, f"conv-{uuid.uuid4().hex[:8]}", args.order))
-    for line in result["said"]:
-        print(f"agent: {line}")
-    handoff = result["handoff"]
-    print(f"handoff: work={handoff.work} voice={handoff.channels.voice}")
-    for action in handoff.actions:
-        print(f"  {action.operation_id}: {action.state} ({action.business_ref}) - {action.say}")
+    run_example(__doc__, call)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,11 @@ It believes its tools; whatever it claims comes from them. That is exactly what 
 pretends completion dangerous, and a tool that reports verified state safe.
 """
 
+import argparse
+import asyncio
 import json
+import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,3 +59,20 @@ class RefundScript:
         line = "Is there anything else I can help with?"
         self.said.append(line)
         return line
+
+
+def run_example(description: str | None, call: Callable[[str, str, str], Awaitable[dict[str, Any]]]) -> None:
+    """The command line every example shares: run one scripted call, print what was said and the handoff."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--api", default="http://127.0.0.1:8000", help="the settled API")
+    parser.add_argument("--order", default=f"o-{uuid.uuid4().hex[:6]}")
+    args = parser.parse_args()
+    result = asyncio.run(call(args.api, f"conv-{uuid.uuid4().hex[:8]}", args.order))
+    for line in result["said"]:
+        print(f"agent: {line}")
+    handoff = result["handoff"]
+    print(f"handoff: work={handoff.work} voice={handoff.channels.voice} ({handoff.channel_reasons})")
+    for action in handoff.actions:
+        print(f"  {action.operation_id}: {action.state} ({action.business_ref}) - {action.say}")
