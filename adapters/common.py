@@ -373,3 +373,32 @@ class SettledChannel:
         if self._queue is not None and self._sender is not None and not self._sender.done():
             self._queue.put_nowait(None)
             await self._sender
+
+
+class FollowingBridge:
+    """What the Pipecat and LiveKit bridges share: a `SettledChannel`, and how long a tool call keeps
+    watching after its first answer, to report the outcome when it comes."""
+
+    def __init__(
+        self,
+        client: SettledClient,
+        conversation_id: str,
+        kinds: list[ActionKind],
+        *,
+        channel: Channel = "voice",
+        wait_s: float = 2.0,
+        follow_s: float = 30.0,
+        authorize_on_call: bool = False,
+    ) -> None:
+        """`wait_s`: how long a call waits for the business system before answering "not confirmed
+        yet"; `follow_s`: how long it then keeps watching, to report the outcome (0: not at all)."""
+        self.settled = SettledChannel(
+            client,
+            conversation_id,
+            kinds,
+            channel=channel,
+            wait_s=wait_s,
+            authorize_on_call=authorize_on_call,
+        )
+        self.client = client
+        self.follow_s = follow_s

@@ -33,12 +33,12 @@ from adapters.common import (
     CHECK_TOOL,
     OPERATION_ID_SCHEMA,
     ActionKind,
-    SettledChannel,
+    FollowingBridge,
     error_answer,
     tool_answer,
 )
-from settled.client import SettledClient, SettledError, is_final
-from settled.models import ActionStatus, Channel
+from settled.client import SettledError, is_final
+from settled.models import ActionStatus
 from settled.states import State
 
 CLOSE_REASONS: dict[CloseReason, str] = {
@@ -50,32 +50,8 @@ CLOSE_REASONS: dict[CloseReason, str] = {
 }
 
 
-class SettledLiveKit:
+class SettledLiveKit(FollowingBridge):
     """One LiveKit `AgentSession` (one conversation) bound to settled."""
-
-    def __init__(
-        self,
-        client: SettledClient,
-        conversation_id: str,
-        kinds: list[ActionKind],
-        *,
-        channel: Channel = "voice",
-        wait_s: float = 2.0,
-        follow_s: float = 30.0,
-        authorize_on_call: bool = False,
-    ) -> None:
-        """`wait_s`: how long a call waits for the business system before answering "not confirmed
-        yet"; `follow_s`: how long it then keeps watching, to report the outcome (0: not at all)."""
-        self.settled = SettledChannel(
-            client,
-            conversation_id,
-            kinds,
-            channel=channel,
-            wait_s=wait_s,
-            authorize_on_call=authorize_on_call,
-        )
-        self.client = client
-        self.follow_s = follow_s
 
     # -- tools -----------------------------------------------------------------------------------
 
