@@ -1,12 +1,13 @@
 """Fixtures: one real stack per test session (Temporal dev server, worker, API, sandbox)."""
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 
 from settled.stack import Stack
+from tests.client.support import AsyncSandbox
 from tests.helpers import Sandbox, start_stack
 
 
@@ -37,3 +38,12 @@ def _clear_faults(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if "sandbox" in request.fixturenames:
         request.getfixturevalue("sandbox").clear_faults()
+
+
+@pytest.fixture
+async def truth(stack: Stack) -> AsyncIterator[AsyncSandbox]:
+    """The sandbox's ground truth for async tests (client, adapters); faults cleared after each."""
+    sandbox = AsyncSandbox(stack.sandbox_url)
+    yield sandbox
+    await sandbox.clear_faults()
+    await sandbox.aclose()

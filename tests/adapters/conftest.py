@@ -7,21 +7,13 @@ import pytest
 
 from adapters.common import ActionKind, load_action_kinds
 from settled.stack import Stack
-from tests.client.support import AsyncSandbox, RecordingClient
+from tests.client.support import RecordingClient
 
 
 @pytest.fixture
 async def settled(stack: Stack) -> AsyncIterator[RecordingClient]:
     async with RecordingClient(stack.api_url, timeout_s=20) as client:
         yield client
-
-
-@pytest.fixture
-async def truth(stack: Stack) -> AsyncIterator[AsyncSandbox]:
-    sandbox = AsyncSandbox(stack.sandbox_url)
-    yield sandbox
-    await sandbox.clear_faults()
-    await sandbox.aclose()
 
 
 @pytest.fixture(scope="session")

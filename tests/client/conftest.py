@@ -6,18 +6,9 @@ import pytest
 
 from settled.client import SettledClient
 from settled.stack import Stack
-from tests.client.support import AsyncSandbox
 
 
 @pytest.fixture
 async def settled(stack: Stack) -> AsyncIterator[SettledClient]:
     async with SettledClient(stack.api_url, timeout_s=20) as client:
         yield client
-
-
-@pytest.fixture
-async def truth(stack: Stack) -> AsyncIterator[AsyncSandbox]:
-    sandbox = AsyncSandbox(stack.sandbox_url)
-    yield sandbox
-    await sandbox.clear_faults()
-    await sandbox.aclose()

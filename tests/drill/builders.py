@@ -59,3 +59,17 @@ def record(
 def truth(*records: Record, writes: int | None = None) -> GroundTruth:
     count = len(records) if writes is None else writes
     return GroundTruth(records=list(records), writes=[Write(received_at=at(0)) for _ in range(count)])
+
+
+# The METRICS keys contract §6 requires.
+CONTRACT_METRICS = {
+    "attempts",
+    "duplicate_writes",
+    "false_done",
+    "false_not_done",
+    "honest_unknown",
+    "unnecessary_prompts",
+    "missed_reauthorization",
+    "time_to_truth_ms_p50",
+    "time_to_truth_ms_p95",
+}

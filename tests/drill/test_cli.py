@@ -11,19 +11,7 @@ from drill.results import build, state_failures
 from drill.run import RunResult
 from drill.timeline import Timeline
 from drill.truth import GroundTruth
-from tests.drill.builders import at
-
-CONTRACT_METRICS = {
-    "attempts",
-    "duplicate_writes",
-    "false_done",
-    "false_not_done",
-    "honest_unknown",
-    "unnecessary_prompts",
-    "missed_reauthorization",
-    "time_to_truth_ms_p50",
-    "time_to_truth_ms_p95",
-}
+from tests.drill.builders import CONTRACT_METRICS, at
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -10,19 +10,9 @@ from rich.console import Console
 from drill.cli import Options, drill, exit_code
 from drill.cuts import CUTS
 from settled.stack import Stack
+from tests.drill.builders import CONTRACT_METRICS
 from tests.helpers import Sandbox
 
-CONTRACT_METRICS = {
-    "attempts",
-    "duplicate_writes",
-    "false_done",
-    "false_not_done",
-    "honest_unknown",
-    "unnecessary_prompts",
-    "missed_reauthorization",
-    "time_to_truth_ms_p50",
-    "time_to_truth_ms_p95",
-}
 FALSE_OR_DUPLICATE = ("duplicate_writes", "false_done", "false_not_done")
 MY_SERVICE = """\
 [kinds.room_booking]
