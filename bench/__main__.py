@@ -1,0 +1,46 @@
+"""`python -m bench [--tiny] [--out DIR]`: start a stack, measure, print the tables, write JSON."""
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+
+from bench.measures import Sizes
+from bench.report import markdown, rich_tables
+from bench.runner import run_bench
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--tiny", action="store_true", help="a few samples each: proves it works (CI)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where results.json goes")
+    parser.add_argument("--throughput-s", type=float, help="seconds of the sustained-throughput run")
+    parser.add_argument("--sequential", type=int, help="samples of the bare and the durable call")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment for the stack"
+    )
+    args = parser.parse_args(argv)
+    sizes = Sizes.tiny() if args.tiny else Sizes()
+    if args.throughput_s is not None:
+        sizes = replace(sizes, throughput_s=args.throughput_s)
+    if args.sequential is not None:
+        sizes = replace(sizes, sequential=args.sequential)
+    extra_env = dict(item.split("=", 1) for item in args.env)
+
+    console = Console(stderr=True)
+    document = run_bench(sizes, lambda line: console.log(line), extra_env)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
+    (args.out / "results.md").write_text(markdown(document) + "\n")
+    out = Console()
+    for table in rich_tables(document):
+        out.print(table)
+    out.print(f"written: {args.out / 'results.json'}, {args.out / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""The measurements, each against a running stack: the bare business call and the same booking
+through settled, side by side, so every ratio compares figures taken in the same run."""
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bench.stats import summarize
+
+BOOKING = {"room": "Ada", "day": "Thursday"}
+WAIT_S = 10
+INTERRUPTED = {"type": "interrupted", "channel": "voice"}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much of each measurement to run; `tiny` only proves that the benchmark works."""
+
+    sequential: int = 200  # samples of the bare call and of the durable action, one at a time
+    in_flight: int = 500  # actions waiting while status reads are measured
+    status_reads: int = 1000
+    interrupts: int = 50
+    throughput_s: float = 60.0
+    throughput_concurrency: int = 16
+    loads: tuple[int, ...] = (10, 100, 1000)
+    waiting: int = 1000  # actions waiting (on authorization) when memory is read
+
+    @classmethod
+    def tiny(cls) -> "Sizes":
+        return cls(
+            sequential=5,
+            in_flight=10,
+            status_reads=20,
+            interrupts=3,
+            throughput_s=2.0,
+            throughput_concurrency=4,
+            loads=(2, 5),
+            waiting=10,
+        )
+
+
+@dataclass
+class Run:
+    """One benchmark run against one stack: its clients, and the operation ids it created."""
+
+    api: httpx.AsyncClient
+    sandbox: httpx.AsyncClient
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    counter: int = 0
+
+    def new_id(self, what: str) -> str:
+        self.counter += 1
+        return f"bench-{self.tag}-{what}-{self.counter}"
+
+    async def create(
+        self, operation_id: str, *, kind: str = "room_booking", authorized: bool = True, wait: float = WAIT_S
+    ) -> dict[str, Any]:
+        body = {
+            "conversation_id": f"conv-{operation_id}",
+            "operation_id": operation_id,
+            "kind": kind,
+            "params": BOOKING,
+            "authorized": authorized,
+        }
+        response = await self.api.post("/v1/actions", json=body, params={"wait": wait})
+        if response.status_code not in (200, 201):
+            raise BenchError(f"create {operation_id}: {response.status_code} {response.text[:200]}")
+        return response.json()
+
+    async def records(self) -> list[dict[str, Any]]:
+        rows = (await self.sandbox.get("/_sandbox/records", params={"service": "bookings"})).json()
+        return [row for row in rows["records"] if (row["key"] or "").startswith(f"bench-{self.tag}-")]
+
+
+class BenchError(RuntimeError):
+    """The stack answered something a benchmark cannot count (an error, or a wrong outcome)."""
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = await call()
+    return (time.perf_counter() - started) * 1000, result
+
+
+async def bare_call(run: Run, n: int) -> list[float]:
+    """The sandbox's booking endpoint called directly: what the business call costs by itself."""
+    samples = []
+    for _ in range(n):
+        key = run.new_id("bare")
+        body = {**BOOKING, "client_reference": key}
+        elapsed, response = await timed(
+            lambda key=key, body=body: run.sandbox.post(
+                "/bookings", json=body, headers={"Idempotency-Key": key}
+            )
+        )
+        if response.status_code != 201:
+            raise BenchError(f"bare call: {response.status_code} {response.text[:200]}")
+        samples.append(elapsed)
+    return samples
+
+
+async def durable_action(run: Run, n: int) -> list[float]:
+    """The same booking through settled, one at a time, until the business system confirmed it."""
+    samples = []
+    for _ in range(n):
+        operation_id = run.new_id("durable")
+        elapsed, status = await timed(lambda op=operation_id: run.create(op))
+        if status["state"] != "confirmed":
+            raise BenchError(f"{operation_id} ended {status['state']}: {status.get('reason')}")
+        samples.append(elapsed)
+    return samples
+
+
+async def gather_limited(calls: list[Callable[[], Awaitable[Any]]], concurrency: int) -> list[Any]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(call: Callable[[], Awaitable[Any]]) -> Any:
+        async with gate:
+            return await call()
+
+    return await asyncio.gather(*(one(call) for call in calls))
+
+
+async def waiting_actions(run: Run, n: int) -> list[str]:
+    """`n` actions recorded and waiting for the caller's go-ahead: open workflows, nothing sent."""
+    ids = [run.new_id("waiting") for _ in range(n)]
+    await gather_limited([lambda op=op: run.create(op, authorized=False, wait=0) for op in ids], 32)
+    return ids
+
+
+async def status_reads(run: Run, in_flight: list[str], n: int, concurrency: int = 8) -> list[float]:
+    """GET /v1/actions/{id} spread over the actions in flight, a few readers at a time."""
+
+    async def read(operation_id: str) -> float:
+        elapsed, response = await timed(lambda: run.api.get(f"/v1/actions/{operation_id}"))
+        if response.status_code != 200:
+            raise BenchError(f"status read: {response.status_code} {response.text[:200]}")
+        return elapsed
+
+    targets = [in_flight[i % len(in_flight)] for i in range(n)]
+    return await gather_limited([lambda op=op: read(op) for op in targets], concurrency)
+
+
+async def interrupt_to_verified(run: Run, n: int) -> list[float]:
+    """An action whose answer was lost (`unknown`); the caller cuts in; how long until the channel can
+    say the verified truth. Measured as a channel does it: the `interrupted` event, then a reconcile
+    that waits for the lookup's answer."""
+    samples = []
+    for _ in range(n):
+        operation_id = run.new_id("lost")
+        fault = {"service": "bookings", "op": "create", "mode": "drop_after_apply", "match_key": operation_id}
+        (await run.sandbox.post("/_sandbox/faults", json=fault)).raise_for_status()
+        status = await run.create(operation_id, kind="room_booking_on_event")
+        if status["state"] != "unknown":
+            raise BenchError(f"{operation_id}: expected unknown after a lost answer, got {status['state']}")
+        conversation = status["conversation_id"]
+
+        async def verify(op: str = operation_id, conv: str = conversation) -> dict[str, Any]:
+            (await run.api.post(f"/v1/conversations/{conv}/events", json=INTERRUPTED)).raise_for_status()
+            answer = await run.api.post(f"/v1/actions/{op}/reconcile", params={"wait": 5}, json={})
+            return answer.json()
+
+        elapsed, verified = await timed(verify)
+        if verified["state"] != "confirmed":
+            raise BenchError(f"{operation_id}: not verified after the interruption: {verified['state']}")
+        samples.append(elapsed)
+    return samples
+
+
+async def throughput(run: Run, seconds: float, concurrency: int) -> dict[str, Any]:
+    """Closed loop: `concurrency` callers each create-and-wait, for `seconds`. Then the sandbox's
+    records are checked: one per operation, none twice."""
+    deadline = time.perf_counter() + seconds
+    latencies: list[float] = []
+    ids: list[str] = []
+
+    async def caller() -> None:
+        while time.perf_counter() < deadline:
+            operation_id = run.new_id("tput")
+            elapsed, status = await timed(lambda op=operation_id: run.create(op))
+            if status["state"] != "confirmed":
+                raise BenchError(f"{operation_id} ended {status['state']}")
+            ids.append(operation_id)
+            latencies.append(elapsed)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    elapsed_s = time.perf_counter() - started
+    keys = [row["key"] for row in await run.records() if "-tput-" in row["key"]]
+    return {
+        "seconds": round(elapsed_s, 2),
+        "concurrency": concurrency,
+        "confirmed": len(ids),
+        "per_second": round(len(ids) / elapsed_s, 1),
+        "records": len(keys),
+        "duplicates": len(keys) - len(set(keys)),
+        "missing": len(set(ids) - set(keys)),
+        "latency_ms": summarize(latencies).as_dict(),
+    }
+
+
+async def burst(run: Run, n: int) -> list[float]:
+    """`n` actions created at once, each waiting for its confirmation: latency under that load."""
+
+    async def one() -> float:
+        elapsed, status = await timed(lambda: run.create(run.new_id(f"burst{n}")))
+        if status["state"] != "confirmed":
+            raise BenchError(f"burst of {n}: an action ended {status['state']}")
+        return elapsed
+
+    return list(await asyncio.gather(*(one() for _ in range(n))))
