@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS records (
     payload TEXT NOT NULL,
     status TEXT NOT NULL,
     created_at TEXT NOT NULL,
+    committed_at TEXT,
     cancelled_at TEXT,
     UNIQUE (service, id)
 );
@@ -61,6 +62,8 @@ CREATE TABLE IF NOT EXISTS requests (
 """
 
 WIPED_TABLES = ("counters", "records", "idempotency", "requests")
+# Columns of `records` added after the first release, with their declarations.
+ADDED_COLUMNS = {"committed_at": "TEXT"}
 
 
 def now() -> str:
@@ -81,6 +84,14 @@ class Database:
             # WAL + NORMAL survives a killed process (the drills' case), only not a power cut.
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(SCHEMA)
+            self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        # A data dir made before a column existed (e.g. `.settled/` of `settled dev`) gains it here.
+        present = {row["name"] for row in self._conn.execute("PRAGMA table_info(records)")}
+        for column, declaration in ADDED_COLUMNS.items():
+            if column not in present:
+                self._conn.execute(f"ALTER TABLE records ADD COLUMN {column} {declaration}")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -4,7 +4,7 @@ the response to replay in one transaction, so no crash can leave one without the
 import json
 import sqlite3
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sandbox.db import Database, now
@@ -22,6 +22,7 @@ class Record:
     payload: dict[str, Any]
     status: str
     created_at: str
+    committed_at: str | None
     cancelled_at: str | None
 
     @classmethod
@@ -34,6 +35,7 @@ class Record:
             payload=json.loads(row["payload"]),
             status=row["status"],
             created_at=row["created_at"],
+            committed_at=row["committed_at"],
             cancelled_at=row["cancelled_at"],
         )
 
@@ -46,6 +48,7 @@ class Record:
             "payload": self.payload,
             "status": self.status,
             "created_at": self.created_at,
+            "committed_at": self.committed_at,
             "cancelled_at": self.cancelled_at,
         }
 
@@ -136,6 +139,7 @@ class Store:
                 payload=payload,
                 status=spec.created_status,
                 created_at=now(),
+                committed_at=None,
                 cancelled_at=None,
             )
             conn.execute(
@@ -161,7 +165,19 @@ class Store:
                 if stored.rowcount != 1:
                     # Rolls the record back too: a keyed record must never exist without its replay.
                     raise RuntimeError(f"idempotency claim for {key!r} was lost before the record committed")
-        return record, body
+        return self._stamp_committed(record), body
+
+    def _stamp_committed(self, record: Record) -> Record:
+        """Note when the record became visible: `created_at` is taken inside the transaction, before
+        COMMIT; this is taken after it, and before anyone can be answered about the record (no await
+        in between), so a claim received at t is true if `committed_at` <= t."""
+        committed_at = now()
+        with self._db.transaction() as conn:
+            conn.execute(
+                "UPDATE records SET committed_at = ? WHERE service = ? AND id = ?",
+                (committed_at, record.service, record.id),
+            )
+        return replace(record, committed_at=committed_at)
 
     def get(self, service: str, record_id: str) -> Record | None:
         rows = self._db.query("SELECT * FROM records WHERE service = ? AND id = ?", (service, record_id))

@@ -46,8 +46,10 @@ def test_records_are_the_ground_truth_in_creation_order(client: httpx.Client) ->
         "payload": {"room": "Ada", "day": "Thursday", "client_reference": "op-1"},
         "status": "booked",
         "created_at": rows[0]["created_at"],
+        "committed_at": rows[0]["committed_at"],
         "cancelled_at": None,
     }
+    assert utc(rows[0]["created_at"]) <= utc(rows[0]["committed_at"]) < utc(rows[1]["created_at"])
     assert rows[1]["key"] is None
     assert utc(rows[0]["created_at"]) < utc(rows[1]["created_at"]) < utc(rows[2]["created_at"])
     assert [row["id"] for row in records(client, service="refunds")] == ["r-1"]
@@ -168,3 +170,17 @@ def test_the_projects_test_helper_speaks_this_api(client: httpx.Client) -> None:
     assert book(client, "op-1", client_reference="op-1").status_code == 201
     assert [row["id"] for row in helper.records("op-1", service="bookings")] == ["b-1"]
     helper.clear_faults()
+
+
+def test_a_data_dir_from_before_commit_times_gains_the_column(tmp_path: Path, private_sandbox: Starter) -> None:
+    db = tmp_path / "sandbox.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TABLE records (seq INTEGER PRIMARY KEY AUTOINCREMENT, service TEXT NOT NULL,"
+            " id TEXT NOT NULL, key TEXT, client_reference TEXT, payload TEXT NOT NULL, status TEXT NOT NULL,"
+            " created_at TEXT NOT NULL, cancelled_at TEXT, UNIQUE (service, id))"
+        )
+    with private_sandbox(db) as server, httpx.Client(base_url=server.url, timeout=5) as http:
+        assert book(http, "op-1").status_code == 201
+        (row,) = records(http)
+        assert utc(row["created_at"]) <= utc(row["committed_at"])
