@@ -172,7 +172,7 @@ def test_the_projects_test_helper_speaks_this_api(client: httpx.Client) -> None:
     helper.clear_faults()
 
 
-def test_a_data_dir_from_before_commit_times_gains_the_column(tmp_path: Path, private_sandbox: Starter) -> None:
+def test_an_old_data_dir_gains_commit_times(tmp_path: Path, private_sandbox: Starter) -> None:
     db = tmp_path / "sandbox.sqlite3"
     with sqlite3.connect(db) as conn:
         conn.execute(
