@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import ipaddress
 import os
 import sys
 from collections.abc import Callable
@@ -9,6 +10,16 @@ from pathlib import Path
 
 from settled.config import SettingsError
 from settled.kinds import KindsFileError
+
+
+def _bind_address(text: str) -> str:
+    """An IP address to listen on. A literal, not a name: the socket binds exactly what was asked."""
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an IP address: use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+        ) from None
 
 
 def _parts(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,6 +40,8 @@ def _parts(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sub.add_parser("worker", help="the worker alone")
     api = sub.add_parser("api", help="the channel API alone")
     api.add_argument("--api-port", type=int, default=8000)
+    # Loopback by default; a container needs 0.0.0.0 for its published port to reach the API.
+    api.add_argument("--host", type=_bind_address, default="127.0.0.1", help="the address to listen on")
     sandbox = sub.add_parser("sandbox", help="the sandbox business services alone")
     sandbox.add_argument("--sandbox-port", type=int, default=8100)
     sandbox.add_argument("--data-dir", type=Path, default=Path(".settled"))

@@ -88,11 +88,11 @@ def api(args: argparse.Namespace) -> None:
     settings = Settings.from_env()
     app = create_app(settings, load_kinds(settings.config_path, settings.sandbox_url))
     try:
-        ensure_free(args.api_port, "API", "--api-port")
+        ensure_free(args.api_port, "API", "--api-port", host=args.host)
     except StackError as error:
         _fail(str(error))
     configure_logs("api")
-    uvicorn.run(app, host="127.0.0.1", port=args.api_port, log_level="warning", log_config=None)
+    uvicorn.run(app, host=args.host, port=args.api_port, log_level="warning", log_config=None)
 
 
 def sandbox(args: argparse.Namespace) -> None:

@@ -4,6 +4,7 @@
 process, so it can be killed (SIGKILL) and restarted like in production.
 """
 
+import errno
 import os
 import signal
 import socket
@@ -46,12 +47,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def ensure_free(port: int, what: str, flag: str) -> None:
-    with socket.socket() as sock:
+def ensure_free(port: int, what: str, flag: str, host: str = "127.0.0.1") -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
+            sock.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRNOTAVAIL:
+                raise StackError(f"{host} ({what}) is not an address of this machine") from None
             raise StackError(
                 f"port {port} ({what}) is already in use: stop what holds it, or pass {flag}"
             ) from None
