@@ -15,10 +15,15 @@ ALL = (CONVERSATION, KIND, STATE, TENANT, NEEDS_ATTENTION)
 NO_TENANT = "-"
 
 
+def declared() -> dict[str, str]:
+    """Each attribute's name and type as Temporal's tools spell them (`Keyword`, `Bool`): what the dev
+    stack registers, and what deploy/temporal/setup.sh registers on a real cluster."""
+    return {key.name: key.indexed_value_type.name.title().replace("_", "") for key in ALL}
+
+
 def dev_server_flags() -> list[str]:
     """`--search-attribute NAME=Type` for `temporal server start-dev`."""
     flags: list[str] = []
-    for key in ALL:
-        kind = "Bool" if key is NEEDS_ATTENTION else "Keyword"
-        flags += ["--search-attribute", f"{key.name}={kind}"]
+    for name, kind in declared().items():
+        flags += ["--search-attribute", f"{name}={kind}"]
     return flags

@@ -1,0 +1,31 @@
+# One image for settled's API and worker: docker-compose.yml runs it twice, with `settled api` and
+# `settled worker`. The project's own machines have no Docker engine, so this file is not built
+# there; it installs the project exactly as `pip install .` does anywhere else.
+FROM python:3.11.13-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+# Only what the package is built from (pyproject.toml's packages); tests and docs stay out.
+COPY pyproject.toml ./
+COPY settled ./settled
+COPY workflows ./workflows
+COPY activities ./activities
+COPY workers ./workers
+COPY api ./api
+COPY sandbox ./sandbox
+COPY drill ./drill
+COPY adapters ./adapters
+# The runtime dependencies only: no test or framework extras.
+RUN pip install . && rm -rf /src
+
+# An unprivileged user: the installed code is root's and read-only to it; only its home is writable.
+RUN useradd --system --uid 10001 --create-home --home-dir /home/settled --shell /usr/sbin/nologin settled
+USER 10001
+WORKDIR /home/settled
+
+EXPOSE 8000
+CMD ["settled", "api", "--host", "0.0.0.0"]
