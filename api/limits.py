@@ -2,11 +2,15 @@
 
 import json
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class BodyTooLarge(Exception):
-    pass
+class BodyTooLarge(HTTPException):
+    """An HTTPException, because FastAPI turns any other error raised while reading a body into a 400."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"the body is larger than {max_bytes} bytes")
 
 
 class BodySizeLimit:
@@ -23,24 +27,33 @@ class BodySizeLimit:
             await self._reject(send)
             return
         seen = 0
+        exceeded = False
         started = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, exceeded
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise BodyTooLarge
+                    exceeded = True
+                    raise BodyTooLarge(self.max_bytes)
             return message
 
-        async def tracking_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
+            if exceeded:
+                # Whatever the app made of the cut body (a 400 from a route that caught the error),
+                # the answer is a 413; the app's own response is dropped.
+                if message["type"] == "http.response.start" and not started:
+                    started = True
+                    await self._reject(send)
+                return
             started = started or message["type"] == "http.response.start"
             await send(message)
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, limited_receive, guarded_send)
         except BodyTooLarge:
             if not started:
                 await self._reject(send)
@@ -61,6 +74,8 @@ class BodySizeLimit:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
+                    # The rest of the body is never read: the connection cannot be reused.
+                    (b"connection", b"close"),
                 ],
             }
         )

@@ -7,6 +7,8 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.strict import PATH_IDS, is_identifier
+
 log = logging.getLogger("settled.api.requests")
 router = APIRouter(tags=["metrics"])
 
@@ -53,10 +55,11 @@ class MeasureRequests:
             elapsed = time.perf_counter() - started
             self.metrics.requests.labels(scope["method"], route, str(status)).inc()
             self.metrics.latency.labels(scope["method"], route).observe(elapsed)
+            # Only well-formed ids: a refused one may be anything a caller put in the path.
             ids = {
                 k: v
                 for k, v in scope.get("path_params", {}).items()
-                if k in ("operation_id", "conversation_id")
+                if k in PATH_IDS and isinstance(v, str) and is_identifier(v)
             }
             log.info(
                 "%s %s %s", scope["method"], route, status, extra={**ids, "ms": round(elapsed * 1000, 1)}

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from settled.states import Claim, State
 
@@ -78,7 +78,8 @@ class CreateAction(_Body):
     kind: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     params: dict[str, Any] = Field(default_factory=dict)
     operation_id: Identifier | None = None
-    authorized: bool = False
+    # Strict: "yes" or "1" must not count as the caller's go-ahead.
+    authorized: StrictBool = False
     authorized_by: Annotated[str, StringConstraints(max_length=200)] | None = None
 
 
@@ -98,7 +99,7 @@ class CancelBody(_Body):
 class PresentedBody(_Body):
     channel: Channel
     text: Annotated[str, StringConstraints(max_length=4000)]
-    completed: bool
+    completed: StrictBool
     # Optional: the `state` of the status the text came from. Without it, the text is compared with `say`.
     for_state: State | None = None
 

@@ -72,9 +72,9 @@ def tenant_keys(keys: Mapping[str, str], tenant: str) -> list[str]:
 
 
 def mint_token(key: str, tenant: str, conversation_id: str, expires_at: int | None = None) -> str:
-    if not _TENANT.match(tenant):
+    if not _TENANT.fullmatch(tenant):
         raise ValueError(f"tenant {tenant!r} must be 1-64 of A-Z a-z 0-9 _ -")
-    if not _CONVERSATION.match(conversation_id):
+    if not _CONVERSATION.fullmatch(conversation_id):
         raise ValueError(f"conversation id {conversation_id!r} must be 1-128 of A-Z a-z 0-9 . _ : -")
     payload = _payload(tenant, conversation_id, expires_at)
     return f"{PREFIX}{_b64(payload)}.{_b64(_signature(key, payload))}"
@@ -94,7 +94,7 @@ def verify_token(token: str, keys: Mapping[str, str], now: float | None = None) 
         tenant, conversation_id, expiry = payload.decode().split("\n")
     except (UnicodeDecodeError, ValueError):
         raise LinkError("the link is not valid") from None
-    if not _TENANT.match(tenant) or not _CONVERSATION.match(conversation_id):
+    if not _TENANT.fullmatch(tenant) or not _CONVERSATION.fullmatch(conversation_id):
         raise LinkError("the link is not valid")
     if expiry and not expiry.isdigit():
         raise LinkError("the link is not valid")
@@ -120,7 +120,7 @@ def mint_link(
     now: float | None = None,
 ) -> str:
     """The URL of the conversation's text page, signed for `tenant` when API keys are configured."""
-    if not _CONVERSATION.match(conversation_id):
+    if not _CONVERSATION.fullmatch(conversation_id):
         raise ValueError(f"conversation id {conversation_id!r} must be 1-128 of A-Z a-z 0-9 . _ : -")
     url = f"{base_url.rstrip('/')}/c/{quote(conversation_id, safe='')}"
     if not settings.api_keys:

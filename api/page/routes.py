@@ -91,7 +91,7 @@ def _refusal(status: int, title: str, detail: str) -> HTMLResponse:
 
 @router.get("/c/{conversation_id}", response_class=HTMLResponse)
 async def conversation_page(conversation_id: str, request: Request, t: str | None = None) -> HTMLResponse:
-    if not _CONVERSATION.match(conversation_id):
+    if not _CONVERSATION.fullmatch(conversation_id):
         return _refusal(404, "No such conversation", "This link does not point to a conversation.")
     keys: dict[str, str] = request.app.state.settings.api_keys
     if keys:

@@ -2,9 +2,10 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
 from api.deps import GatewayDep, TenantDep
+from api.strict import StrictJsonRoute, valid_path_ids
 from settled.models import (
     IDENTIFIER_PATTERN,
     WAIT_MAX_S,
@@ -17,10 +18,18 @@ from settled.models import (
 )
 from workflows.messages import Present
 
-router = APIRouter(prefix="/v1/actions", tags=["actions"])
+router = APIRouter(
+    prefix="/v1/actions",
+    tags=["actions"],
+    route_class=StrictJsonRoute,
+    dependencies=[Depends(valid_path_ids)],
+)
 
 OperationId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 of A-Z a-z 0-9 . _ : -")]
-WaitS = Annotated[float, Query(ge=0, le=WAIT_MAX_S, description="seconds to wait for a verified outcome")]
+WaitS = Annotated[
+    float,
+    Query(ge=0, le=WAIT_MAX_S, allow_inf_nan=False, description="seconds to wait for a verified outcome"),
+]
 
 
 @router.post("", response_model=ActionStatus, status_code=201, responses={200: {"model": ActionStatus}})

@@ -4,16 +4,22 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from api.deps import GatewayDep, TenantDep
+from api.strict import StrictJsonRoute, valid_path_ids
 from settled.gateway import Gateway
 from settled.handoff import Handoff
 from settled.models import IDENTIFIER_PATTERN, ActionStatus, ConversationEventBody
 from workflows.messages import ChannelEvent
 
-router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+router = APIRouter(
+    prefix="/v1/conversations",
+    tags=["conversations"],
+    route_class=StrictJsonRoute,
+    dependencies=[Depends(valid_path_ids)],
+)
 
 ConversationId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 of A-Z a-z 0-9 . _ : -")]
 STREAM_POLL_S = 0.1
