@@ -137,7 +137,6 @@ class Gateway:
         except InvalidParams as error:
             raise SettledError("invalid_params", str(error)) from None
         operation_id = body.operation_id or f"op_{uuid.uuid4().hex}"
-        await self._track(tenant, body.conversation_id, operation_id)
         new = NewAction(
             operation_id=operation_id,
             operation_key=operation_key(tenant, operation_id),
@@ -167,6 +166,11 @@ class Gateway:
             static_summary=f"{kind.name} {operation_id} for {body.conversation_id}",
         )
         register = Register(kind=kind.name, params=body.params, wait_s=wait_s)
+        # The conversation learns of the action while it starts, not before: one round trip less on
+        # the caller's path. Neither answer is given before both are durable, so a handoff read after
+        # this call returns always lists the action; a crash between the two is mended by the
+        # client's retry with the same operation id (both calls are idempotent).
+        tracking = asyncio.ensure_future(self._track(tenant, body.conversation_id, operation_id))
         try:
             registered = await self._guard(
                 lambda: self.client.execute_update_with_start_workflow(
@@ -174,8 +178,13 @@ class Gateway:
                 )
             )
         except WorkflowAlreadyStartedError:
+            await tracking
             # The action ran to its end long ago; its record still answers queries.
             return False, await self._closed_repeat(tenant, operation_id, register)
+        except BaseException:
+            await asyncio.gather(tracking, return_exceptions=True)
+            raise
+        await tracking
         return registered.created, registered.status
 
     async def _closed_repeat(self, tenant: str | None, operation_id: str, register: Register) -> ActionStatus:
