@@ -66,6 +66,8 @@ def _json(response: httpx.Response) -> Any:
 async def _heartbeating(work: Awaitable[T]) -> T:
     """Heartbeat while the request runs, so a killed worker is noticed in seconds, not at the timeout."""
     task = asyncio.ensure_future(work)
+    if activity.info().is_local:  # inside a workflow task: the task's own timeout guards it
+        return await task
     while True:
         done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
         if done:

@@ -105,6 +105,10 @@ class ActionRecord(BaseModel):
     next_compensation_at: datetime | None = None
     compensation_attempts: int = 0
     settled_at: datetime | None = None
+    # Set by the workflow for runs that may make quick business calls inside a workflow task (local
+    # activities); off for runs recorded before that existed, so their replay is unchanged.
+    calls_in_task: bool = False
+    answer_awaited_until: datetime | None = None  # a caller waits for the verified outcome until then
 
     # -- creation and status -------------------------------------------------------------------
 
@@ -275,6 +279,40 @@ class ActionRecord(BaseModel):
     def _wait(wakes: list[datetime]) -> Step:
         return Step(action="wait", until=min(wakes) if wakes else None)
 
+    # -- where a business call runs ------------------------------------------------------------
+
+    def await_answer(self, until: datetime) -> None:
+        """A control's caller waits for the verified outcome until `until` (its `wait`)."""
+        if self.answer_awaited_until is None or until > self.answer_awaited_until:
+            self.answer_awaited_until = until
+
+    @property
+    def _may_send_in_task(self) -> bool:
+        """A write may be sent inside a workflow task, where nothing durable says it was sent until its
+        answer is recorded: only to a service that deduplicates (a retried task's repeat is harmless)
+        and that can say authoritatively whether a write was applied (so a cancel can be resolved)."""
+        lookup = self.kind.lookup
+        return self.calls_in_task and self.kind.deduplicates and lookup is not None and lookup.authoritative
+
+    def in_task(self, action: str, now: datetime) -> bool:
+        """Whether the call runs inside the workflow task (a local activity): one task instead of three,
+        but status reads wait for it and nothing durable marks it begun. So only when a caller is
+        waiting for this answer anyway, at least as long as the call may take, and the call is safe
+        to repeat if the task is retried (a lookup always is; a write, per `_may_send_in_task`)."""
+        awaited = self.answer_awaited_until
+        if not self.calls_in_task or awaited is None:
+            return False
+        if awaited < now + timedelta(seconds=self.kind.timeout_s):
+            return False
+        return action == "lookup" or (action == "dispatch" and self._may_send_in_task)
+
+    def _send_may_be_unrecorded(self, now: datetime) -> bool:
+        """A send inside a workflow task that never completed (its worker died) leaves the record, as
+        replayed, `requested` and due, though the request may have reached the service. A control seen
+        in that state must not take it for "nothing was sent"."""
+        due = self.next_dispatch_at is None or now >= self.next_dispatch_at
+        return self._may_send_in_task and self.state is State.REQUESTED and self.authorized and due
+
     # -- the business system's answers ---------------------------------------------------------
 
     def begin_dispatch(self, now: datetime) -> None:
@@ -412,10 +450,10 @@ class ActionRecord(BaseModel):
         self.reauthorization_needed = False
         self._note(now, "authorized", f"authorized by {by}" if by else "authorized")
 
-    def check_amend(self, params: dict[str, Any]) -> None:
+    def check_amend(self, params: dict[str, Any], now: datetime) -> None:
         if self.settled:
             raise ControlRefused("not_amendable", f"the action is already {self.state.value}")
-        if self.dispatched or self.state is not State.REQUESTED:
+        if self.dispatched or self.state is not State.REQUESTED or self._send_may_be_unrecorded(now):
             raise ControlRefused(
                 "already_dispatched", "a request may already have reached the business system"
             )
@@ -452,7 +490,14 @@ class ActionRecord(BaseModel):
         self.cancel_requested = True
         words = f"cancel requested by {by}" if by else "cancel requested"
         self._note(now, "cancel_requested", f"{words}: {reason}" if reason else words)
-        if self.state is State.REQUESTED:
+        if self.state is State.REQUESTED and self._send_may_be_unrecorded(now):
+            # Resolve the write first, as for a cancel while a request is in flight.
+            self.dispatched = True
+            self.possibly_applied = True
+            self.lookup_requested = True
+            self.first_dispatch_at = self.first_dispatch_at or now
+            self._move(State.UNKNOWN, now, "cancel requested while the request may be on its way; checking")
+        elif self.state is State.REQUESTED:
             self._move(State.CANCELLED, now, "cancelled before anything was applied")
         elif self.state is State.UNKNOWN:
             self.resend_allowed = False

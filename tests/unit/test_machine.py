@@ -178,18 +178,18 @@ def test_rejected_compensation_leaves_it_confirmed_with_a_reason() -> None:
 
 def test_amend_resets_authorization_and_is_refused_once_dispatched_or_settled() -> None:
     action = record(authorized=True)
-    action.check_amend({"room": "Ada", "day": "Fri"})
+    action.check_amend({"room": "Ada", "day": "Fri"}, at(0))
     action.apply_amend({"room": "Ada", "day": "Fri"}, at(0))
     assert not action.authorized and action.next_step(at(0)).action == "wait"
     assert "details changed" in action.status().say
     action.apply_authorize(None, at(1))
     action.begin_dispatch(at(1))
     with pytest.raises(ControlRefused) as refused:
-        action.check_amend({"room": "Ada", "day": "Sat"})
+        action.check_amend({"room": "Ada", "day": "Sat"}, at(2))
     assert refused.value.code == "already_dispatched"
     action.on_dispatch(CONFIRMED, at(2))
     with pytest.raises(ControlRefused) as refused:
-        action.check_amend({"room": "Ada", "day": "Sat"})
+        action.check_amend({"room": "Ada", "day": "Sat"}, at(2))
     assert refused.value.code == "not_amendable"
 
 
@@ -263,3 +263,56 @@ def test_transport_failures_and_lookups_are_classified_as_the_contract_says() ->
     assert classify_lookup(404, None, "id", True).result == "not_applied"
     assert classify_lookup(404, None, "id", False).result == "inconclusive"
     assert classify_lookup(503, None, "id", True).result == "inconclusive"
+
+
+# -- business calls inside the workflow task (local activities) -----------------------------------
+
+
+def in_task_record(**changes: object) -> ActionRecord:
+    action = record(authorized=True, **changes)
+    action.calls_in_task = True
+    return action
+
+
+def test_a_write_runs_in_the_task_only_for_a_deduplicating_service_and_a_caller_who_waits() -> None:
+    action = in_task_record()  # room_booking: Idempotency-Key, authoritative lookup, timeout 2 s
+    assert not action.in_task("dispatch", at(0))  # nobody waits for the answer
+    action.await_answer(at(1))
+    assert not action.in_task("dispatch", at(0))  # the wait ends before the call may end
+    action.await_answer(at(2))
+    assert action.in_task("dispatch", at(0)) and action.in_task("lookup", at(0))
+    assert not action.in_task("dispatch", at(0.5))
+    no_dedup = in_task_record(idempotency_header=None)
+    no_dedup.await_answer(at(10))
+    assert not no_dedup.in_task("dispatch", at(0)) and no_dedup.in_task("lookup", at(0))
+    recorded_before = record(authorized=True)  # a run from before calls in the task existed
+    recorded_before.await_answer(at(10))
+    assert not recorded_before.in_task("dispatch", at(0))
+
+
+def test_a_cancel_that_may_follow_an_unrecorded_send_checks_before_cancelling() -> None:
+    """A retried workflow task replays the record as `requested`, though the task that died may have
+    sent the request: the cancel is resolved by a lookup, never answered "nothing was applied"."""
+    action = in_task_record()
+    action.check_cancel()
+    action.apply_cancel("caller", None, at(1))
+    status = action.status()
+    assert (status.state, status.dispatched, status.claim) == (State.UNKNOWN, True, "unknown")
+    assert action.next_step(at(1)).action == "lookup"
+    action.on_lookup(LookupOutcome(result="applied", business_ref="b-7", detail="found"), at(2))
+    assert action.compensation_pending  # applied after all: it is reversed, not called never-applied
+    other = in_task_record()
+    other.apply_cancel(None, None, at(1))
+    other.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(2))
+    assert other.state is State.CANCELLED and not other.compensated
+
+
+def test_an_amend_that_may_follow_an_unrecorded_send_is_refused() -> None:
+    action = in_task_record()
+    with pytest.raises(ControlRefused) as refused:
+        action.check_amend({"room": "Ada", "day": "Fri"}, at(0))
+    assert refused.value.code == "already_dispatched"
+    action.on_dispatch(NOT_SENT, at(1))  # a connection never made: it waits out its backoff, not sent
+    action.check_amend({"room": "Ada", "day": "Fri"}, at(1))
+    action.apply_cancel(None, None, at(1))
+    assert action.state is State.CANCELLED
