@@ -11,6 +11,7 @@ from rich.console import Console
 from bench.measures import Sizes
 from bench.report import markdown, rich_tables
 from bench.runner import run_bench
+from settled.stack import SQLITE_PRAGMAS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment for the stack"
     )
+    parser.add_argument(
+        "--sqlite-pragmas",
+        help="the dev server's SQLite pragmas, comma-separated ('' for SQLite's defaults); "
+        f"default {','.join(SQLITE_PRAGMAS)}",
+    )
     args = parser.parse_args(argv)
     sizes = Sizes.tiny() if args.tiny else Sizes()
     if args.throughput_s is not None:
@@ -31,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     extra_env = dict(item.split("=", 1) for item in args.env)
 
     console = Console(stderr=True)
-    document = run_bench(sizes, lambda line: console.log(line), extra_env)
+    pragmas = SQLITE_PRAGMAS
+    if args.sqlite_pragmas is not None:
+        pragmas = tuple(filter(None, args.sqlite_pragmas.split(",")))
+    document = run_bench(sizes, lambda line: console.log(line), extra_env, pragmas)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     (args.out / "results.md").write_text(markdown(document) + "\n")

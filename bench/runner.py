@@ -14,7 +14,7 @@ import httpx
 from bench import measures
 from bench.measures import Run, Sizes
 from bench.stats import summarize
-from settled.stack import Ports, Stack
+from settled.stack import SQLITE_PRAGMAS, Ports, Stack
 
 KINDS = Path(__file__).parent / "kinds.toml"
 
@@ -46,12 +46,15 @@ def machine() -> dict[str, Any]:
     }
 
 
-def start_stack(data_dir: Path, extra_env: dict[str, str]) -> Stack:
+def start_stack(
+    data_dir: Path, extra_env: dict[str, str], sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS
+) -> Stack:
     ports = Ports.free()
     kinds = data_dir / "kinds.toml"
     kinds.write_text(KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
     env = {"SETTLED_RATE_LIMIT": "off", **extra_env}
-    return Stack(data_dir, ports, config=kinds, ui=False, extra_env=env).start()
+    stack = Stack(data_dir, ports, config=kinds, ui=False, extra_env=env, sqlite_pragmas=sqlite_pragmas)
+    return stack.start()
 
 
 Progress = Callable[[str], None]
@@ -126,12 +129,15 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
 
 
 def run_bench(
-    sizes: Sizes, progress: Progress, extra_env: dict[str, str] | None = None, data_dir: Path | None = None
+    sizes: Sizes,
+    progress: Progress,
+    extra_env: dict[str, str] | None = None,
+    sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS,
 ) -> dict[str, Any]:
     """Start a stack, measure, stop it. The result carries the machine and the sizes it ran with."""
-    about = machine()
+    about = {**machine(), "sqlite_pragmas": list(sqlite_pragmas), "env": extra_env or {}}
     with tempfile.TemporaryDirectory(prefix="settled-bench-") as scratch:
-        stack = start_stack(data_dir or Path(scratch), extra_env or {})
+        stack = start_stack(Path(scratch), extra_env or {}, sqlite_pragmas)
         try:
             results = asyncio.run(measure(stack, sizes, progress))
         finally:

@@ -26,6 +26,10 @@ DYNAMIC_CONFIG = (
 )
 # Closed workflows (long-settled actions) stay readable this long (`settled replay`, audits).
 NAMESPACE_RETENTION = "720h"
+# The dev server's SQLite: a write-ahead log instead of a rollback journal (fewer file operations per
+# transaction), still synced at every commit, so a power cut loses no acknowledged write
+# (docs/performance.md has the measurements, and what synchronous=normal would cost).
+SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=full")
 
 
 class StackError(RuntimeError):
@@ -155,6 +159,7 @@ class Stack:
     sandbox: bool = True
     ui: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
+    sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS
     children: dict[str, Child] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -219,6 +224,8 @@ class Stack:
             "--log-level", "error",
             *visibility.dev_server_flags(),
         ]  # fmt: skip
+        for pragma in self.sqlite_pragmas:
+            argv += ["--sqlite-pragma", pragma]
         for value in DYNAMIC_CONFIG:
             argv += ["--dynamic-config-value", value]
         argv += ["--ui-port", str(self.ports.ui), "--ui-disable-news-fetch"] if self.ui else ["--headless"]
