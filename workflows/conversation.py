@@ -24,6 +24,9 @@ with workflow.unsafe.imports_passed_through():
         StreamEvent,
     )
 
+# Runs started since this patch keep one idle timer, moved only when it fires, instead of cancelling
+# and restarting it on every signal (two history events and a timer write per signal saved).
+ONE_IDLE_TIMER = "one-idle-timer"
 EVENT_LOG_LIMIT = 1000
 CONTINUE_AS_NEW_AFTER_EVENTS = 4000
 # A conversation with every action settled and nothing new for this long closes.
@@ -37,9 +40,23 @@ class ConversationWorkflow:
         self._state = start.carried or ConversationState()
         self._conversation_id = start.conversation_id
         self._activity = 0  # bumped by every signal and update, to restart the idle clock
+        self._last_activity_at = workflow.now()
+
+    def _touch(self) -> None:
+        self._activity += 1
+        self._last_activity_at = workflow.now()
+
+    def _may_close(self) -> bool:
+        return all(status.state in SETTLED for status in self._state.latest.values())
 
     @workflow.run
     async def run(self, start: ConversationStart) -> None:
+        if workflow.patched(ONE_IDLE_TIMER):
+            await self._until_idle_or_long()
+            if not self._history_is_long():
+                return
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
         while True:
             seen = self._activity
             try:
@@ -48,12 +65,31 @@ class ConversationWorkflow:
                     timeout=IDLE_CLOSE_AFTER,
                 )
             except TimeoutError:
-                if all(status.state in SETTLED for status in self._state.latest.values()):
+                if self._may_close():
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     return
             if self._history_is_long():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
+
+    async def _until_idle_or_long(self) -> None:
+        """Return when the history should continue as new, or when the conversation may close: idle
+        for IDLE_CLOSE_AFTER with every action settled. The timer is set for the earliest moment that
+        can be true, and moved only when it fires early, never on a signal."""
+        wake_at = self._last_activity_at + IDLE_CLOSE_AFTER
+        while True:
+            try:
+                await workflow.wait_condition(self._history_is_long, timeout=wake_at - workflow.now())
+                return
+            except TimeoutError:
+                idle_at = self._last_activity_at + IDLE_CLOSE_AFTER
+                if workflow.now() < idle_at:
+                    wake_at = idle_at  # something happened meanwhile: idle from then on
+                elif self._may_close():
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    return
+                else:
+                    wake_at = workflow.now() + IDLE_CLOSE_AFTER  # an action still open keeps it
 
     @staticmethod
     def _history_is_long() -> bool:
@@ -66,13 +102,13 @@ class ConversationWorkflow:
     @workflow.signal
     def track_action(self, operation_id: str) -> None:
         """Sent by the API before the action starts, so a handoff never misses a new action."""
-        self._activity += 1
+        self._touch()
         if operation_id not in self._state.operation_ids:
             self._state.operation_ids.append(operation_id)
 
     @workflow.signal
     def action_changed(self, change: ActionChanged) -> None:
-        self._activity += 1
+        self._touch()
         state = self._state
         for status in change.statuses:
             if status.operation_id not in state.operation_ids:
@@ -91,7 +127,7 @@ class ConversationWorkflow:
 
     @workflow.update
     def channel_event(self, event: ChannelEvent) -> ChannelEventResult:
-        self._activity += 1
+        self._touch()
         channel = self._state.channels.setdefault(event.channel, ChannelRecord())
         if event.type == "channel_opened":
             channel.state, channel.reason = "open", None

@@ -18,69 +18,103 @@ from settled.stack import Stack
 from tests.helpers import BOOKING, REFUND, Sandbox, create, start_stack, wait_state
 
 HERE = Path(__file__).parent
-CONVERSATION = "golden-conversation"
+# Each recording generation keeps its own files: histories recorded by older code stay, so their
+# replay proves that runs started before a patch still replay. `golden-` was recorded before the
+# in-task business calls and the one idle timer; `golden2-` after.
+GENERATION = "golden2"
+CONVERSATION = f"{GENERATION}-conversation"
 
 
 def normal(api: httpx.Client, _: Sandbox) -> str:
     op = create(
-        api, "room_booking", BOOKING, operation_id="golden-normal", conversation_id=CONVERSATION
+        api, "room_booking", BOOKING, operation_id=f"{GENERATION}-normal", conversation_id=CONVERSATION
     ).json()
     api.post(f"/v1/actions/{op['operation_id']}/authorize", json={"by": "caller"}, params={"wait": 10})
     api.post(
-        "/v1/actions/golden-normal/presented",
+        f"/v1/actions/{GENERATION}-normal/presented",
         json={"channel": "voice", "text": "Room Ada…", "completed": False},
     )
-    return "golden-normal"
+    return f"{GENERATION}-normal"
 
 
 def response_lost(api: httpx.Client, sandbox: Sandbox) -> str:
-    sandbox.fault("bookings", "create", "drop_after_apply", "golden-lost")
+    sandbox.fault("bookings", "create", "drop_after_apply", f"{GENERATION}-lost")
     create(
         api,
         "room_booking",
         BOOKING,
-        operation_id="golden-lost",
+        operation_id=f"{GENERATION}-lost",
         conversation_id=CONVERSATION,
         authorized=True,
     )
-    wait_state(api, "golden-lost", "confirmed")
-    return "golden-lost"
+    wait_state(api, f"{GENERATION}-lost", "confirmed")
+    return f"{GENERATION}-lost"
 
 
 def not_applied(api: httpx.Client, sandbox: Sandbox) -> str:
-    sandbox.fault("refunds", "create", "fail_before_apply", "golden-resend", status=503)
-    create(api, "refund", REFUND, operation_id="golden-resend", conversation_id=CONVERSATION, authorized=True)
-    wait_state(api, "golden-resend", "confirmed")
-    return "golden-resend"
+    sandbox.fault("refunds", "create", "fail_before_apply", f"{GENERATION}-resend", status=503)
+    create(
+        api,
+        "refund",
+        REFUND,
+        operation_id=f"{GENERATION}-resend",
+        conversation_id=CONVERSATION,
+        authorized=True,
+    )
+    wait_state(api, f"{GENERATION}-resend", "confirmed")
+    return f"{GENERATION}-resend"
 
 
 def cancel_in_flight(api: httpx.Client, sandbox: Sandbox) -> str:
-    hold = sandbox.fault("bookings", "create", "hold", "golden-cancel", apply=True)
+    hold = sandbox.fault("bookings", "create", "hold", f"{GENERATION}-cancel", apply=True)
     create(
         api,
         "room_booking",
         BOOKING,
-        operation_id="golden-cancel",
+        operation_id=f"{GENERATION}-cancel",
         conversation_id=CONVERSATION,
         authorized=True,
     )
-    sandbox.wait_held("golden-cancel")
-    api.post("/v1/actions/golden-cancel/cancel", json={"by": "caller"})
+    sandbox.wait_held(f"{GENERATION}-cancel")
+    api.post(f"/v1/actions/{GENERATION}-cancel/cancel", json={"by": "caller"})
     sandbox.release(hold)
-    wait_state(api, "golden-cancel", "cancelled")
-    return "golden-cancel"
+    wait_state(api, f"{GENERATION}-cancel", "cancelled")
+    return f"{GENERATION}-cancel"
 
 
 def amended(api: httpx.Client, _: Sandbox) -> str:
-    create(api, "room_booking", BOOKING, operation_id="golden-amend", conversation_id=CONVERSATION)
-    api.post("/v1/actions/golden-amend/amend", json={"params": {"room": "Ada", "day": "Friday"}})
-    api.post("/v1/actions/golden-amend/authorize", params={"wait": 10})
-    return "golden-amend"
+    create(api, "room_booking", BOOKING, operation_id=f"{GENERATION}-amend", conversation_id=CONVERSATION)
+    api.post(f"/v1/actions/{GENERATION}-amend/amend", json={"params": {"room": "Ada", "day": "Friday"}})
+    api.post(f"/v1/actions/{GENERATION}-amend/authorize", params={"wait": 10})
+    return f"{GENERATION}-amend"
+
+
+def lost_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
+    """The caller waits for the answer: the send runs inside the workflow task."""
+    op = f"{GENERATION}-lost-in-task"
+    sandbox.fault("bookings", "create", "drop_after_apply", op)
+    create(
+        api, "room_booking", BOOKING, operation_id=op, conversation_id=CONVERSATION, authorized=True, wait=10
+    )
+    wait_state(api, op, "confirmed")
+    return op
+
+
+def lookup_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
+    """A reconcile that waits for the answer: the lookup runs inside the workflow task."""
+    op = f"{GENERATION}-lookup-in-task"
+    sandbox.fault("refunds", "create", "drop_after_apply", op)
+    create(api, "refund_slow", REFUND, operation_id=op, conversation_id=CONVERSATION, wait=10)
+    api.post(f"/v1/actions/{op}/reconcile", params={"wait": 10})
+    wait_state(api, op, "confirmed")
+    return op
 
 
 SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     normal,
     response_lost,
+    lost_in_task,
+    lookup_in_task,
     not_applied,
     cancel_in_flight,
     amended,

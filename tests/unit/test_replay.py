@@ -53,3 +53,11 @@ async def test_a_changed_command_sequence_is_caught(tmp_path: Path, monkeypatch:
             await replayer(changed_workflows).replay_workflow(history(GOLDEN / "golden-normal.json"))
     finally:
         sys.modules.pop("action_changed", None)
+
+
+def test_the_newest_histories_cover_calls_inside_the_workflow_task() -> None:
+    """The golden2 generation was recorded after the in-task patch: its send and its lookup ran as
+    local activities, so their replay checks that path, and the golden- generation the one before."""
+    for name in ("golden2-lost-in-task", "golden2-lookup-in-task"):
+        assert "core_local_activity" in (GOLDEN / f"{name}.json").read_text()
+    assert "core_local_activity" not in (GOLDEN / "golden-lost.json").read_text()
