@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from settled.config import SettingsError
+from settled.config import SettingsError, unknown_variables
 from settled.kinds import KindsFileError
 
 
@@ -75,7 +75,8 @@ def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def parser() -> argparse.ArgumentParser:
-    from drill.cli import add_arguments as add_drill_arguments
+    # drill.options, not drill.cli: matplotlib loads when the drill runs, not at every start.
+    from drill.options import add_arguments as add_drill_arguments
 
     root = argparse.ArgumentParser(prog="settled", description=__doc__)
     sub = root.add_subparsers(dest="command", required=True)
@@ -104,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         if args.command in ("dev", "server", "worker", "api", "sandbox"):
+            for warning in unknown_variables():
+                print(f"settled: warning: {warning}", file=sys.stderr, flush=True)
             _run_part(args)
         elif args.command == "drill":
             from drill.cli import run as run_drill

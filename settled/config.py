@@ -1,17 +1,63 @@
 """Settings from the environment (contract §5), validated once with messages that name the problem."""
 
+import difflib
+import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 _TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_ADDRESS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
+_ADDRESS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:(\d{1,5})$")
+# Temporal namespace names: letters, digits, `.`, `_`, `-` (no spaces or control characters).
+_NAMESPACE = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
+_RATE = re.compile(r"^(?P<count>\d+(?:\.\d+)?)\s*/\s*(?P<per>s|sec|second|m|min|minute|h|hour)$")
+_PERIOD_S = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+DEFAULT_RATE_LIMIT = "200/s,burst=400"
+# Every variable settled reads, and those only its tests read; any other SETTLED_* is likely a typo.
+KNOWN_VARIABLES = (
+    "SETTLED_TEMPORAL_ADDRESS",
+    "SETTLED_NAMESPACE",
+    "SETTLED_CONFIG",
+    "SETTLED_API_KEYS",
+    "SETTLED_SANDBOX_URL",
+    "SETTLED_MAX_BODY_BYTES",
+    "SETTLED_ENCRYPTION_KEYS",
+    "SETTLED_CODEC_CORS_ORIGINS",
+    "SETTLED_WORKER_METRICS_PORT",
+    "SETTLED_RATE_LIMIT",
+)
+_TEST_VARIABLES = ("SETTLED_KEEP_LOGS", "SETTLED_UPDATE_SCREENSHOTS")
 
 
 class SettingsError(ValueError):
     """An environment variable that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A token bucket per caller: `per_s` tokens a second, at most `burst` saved up."""
+
+    per_s: float
+    burst: int
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why `url` is not a usable http(s) URL, or None. URL templates' `{placeholders}` are fine."""
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        return "contains whitespace or control characters"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "has no host"
+    try:
+        parts.port  # noqa: B018 -- urlsplit checks the port only when asked
+    except ValueError:
+        return "has an invalid port"
+    return None
 
 
 @dataclass(frozen=True)
@@ -29,6 +75,8 @@ class Settings:
     codec_cors_origins: list[str] = field(default_factory=list)
     # Where the worker serves Prometheus metrics (/metrics); None: not served.
     worker_metrics_port: int | None = None
+    # Requests per tenant (per client address without API keys); None: no limit.
+    rate_limit: RateLimit | None = field(default_factory=lambda: parse_rate_limit(DEFAULT_RATE_LIMIT))
 
     @property
     def multi_tenant(self) -> bool:
@@ -38,20 +86,24 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if env is None else env
         address = env.get("SETTLED_TEMPORAL_ADDRESS", "127.0.0.1:7233").strip()
-        if not _ADDRESS.match(address):
+        matched = _ADDRESS.fullmatch(address)
+        if not matched or not 0 < int(matched.group(1)) < 65536:
             raise SettingsError(
-                f"SETTLED_TEMPORAL_ADDRESS={address!r}: expected HOST:PORT, e.g. 127.0.0.1:7233"
+                f"SETTLED_TEMPORAL_ADDRESS={address!r}: expected HOST:PORT, port 1-65535 (127.0.0.1:7233)"
             )
         namespace = env.get("SETTLED_NAMESPACE", "default").strip()
         if not namespace:
             raise SettingsError("SETTLED_NAMESPACE is empty: unset it for 'default', or name a namespace")
+        if not _NAMESPACE.fullmatch(namespace):
+            raise SettingsError(f"SETTLED_NAMESPACE={namespace!r}: expected 1-255 of A-Z a-z 0-9 . _ -")
         config = env.get("SETTLED_CONFIG", "").strip()
         config_path = Path(config) if config else None
         if config_path is not None and not config_path.is_file():
             raise SettingsError(f"SETTLED_CONFIG={config}: no such kinds file")
         sandbox_url = env.get("SETTLED_SANDBOX_URL", "http://127.0.0.1:8100").strip().rstrip("/")
-        if not sandbox_url.startswith(("http://", "https://")):
-            raise SettingsError(f"SETTLED_SANDBOX_URL={sandbox_url!r}: expected an http:// URL")
+        problem = http_url_problem(sandbox_url)
+        if problem:
+            raise SettingsError(f"SETTLED_SANDBOX_URL={sandbox_url!r}: {problem}")
         max_body = env.get("SETTLED_MAX_BODY_BYTES", str(cls.max_body_bytes)).strip()
         if not max_body.isdigit() or not 1024 <= int(max_body) <= 16 * 1024 * 1024:
             raise SettingsError(
@@ -69,19 +121,80 @@ class Settings:
             sandbox_url=sandbox_url,
             max_body_bytes=int(max_body),
             encryption_keys=_encryption_keys(env.get("SETTLED_ENCRYPTION_KEYS", "")),
-            codec_cors_origins=[
-                o.strip() for o in env.get("SETTLED_CODEC_CORS_ORIGINS", "").split(",") if o.strip()
-            ],
+            codec_cors_origins=_origins(env.get("SETTLED_CODEC_CORS_ORIGINS", "")),
+            rate_limit=parse_rate_limit(env.get("SETTLED_RATE_LIMIT", DEFAULT_RATE_LIMIT)),
         )
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """A warning per SETTLED_* variable settled does not read (a typo of SETTLED_API_KEYS would
+    otherwise run the API open), naming the closest known one."""
+    env = os.environ if env is None else env
+    warnings = []
+    for name in sorted(env):
+        if name.startswith("SETTLED_") and name not in KNOWN_VARIABLES + _TEST_VARIABLES:
+            # Compared without the shared prefix, which would make every name look close.
+            suffixes = [known.removeprefix("SETTLED_") for known in KNOWN_VARIABLES]
+            close = difflib.get_close_matches(name.removeprefix("SETTLED_"), suffixes, n=1)
+            hint = f"; did you mean SETTLED_{close[0]}?" if close else ""
+            warnings.append(f"{name} is not a setting settled reads (ignored){hint}")
+    return warnings
+
+
+def parse_rate_limit(text: str) -> RateLimit | None:
+    """`N/s` (or `/min`, `/h`) with an optional `,burst=M` (default: N); `off` for none."""
+    text = text.strip()
+    if text.lower() == "off":
+        return None
+    rate_text, _, burst_text = (part.strip() for part in text.partition(","))
+    matched = _RATE.fullmatch(rate_text)
+    if not matched:
+        raise SettingsError(
+            f"SETTLED_RATE_LIMIT={text!r}: expected N/s, N/min or N/h with an optional ,burst=M "
+            f"(e.g. {DEFAULT_RATE_LIMIT!r}), or off"
+        )
+    count = float(matched.group("count"))
+    per_s = count / _PERIOD_S[matched.group("per")]
+    if not (math.isfinite(per_s) and per_s > 0):
+        raise SettingsError(f"SETTLED_RATE_LIMIT={text!r}: the rate must be more than 0 (or off)")
+    burst = max(1, math.ceil(count))
+    if burst_text:
+        key, sep, value = (part.strip() for part in burst_text.partition("="))
+        if key != "burst" or not sep or not value.isdigit() or int(value) < 1:
+            raise SettingsError(
+                f"SETTLED_RATE_LIMIT={text!r}: after the rate, expected burst=M with M a whole number >= 1"
+            )
+        burst = int(value)
+    return RateLimit(per_s=per_s, burst=burst)
+
+
+def _origins(text: str) -> list[str]:
+    """Browser origins (`scheme://host[:port]`) allowed to call /codec; never `*`: the codec decrypts."""
+    origins = [origin.strip() for origin in text.split(",") if origin.strip()]
+    for origin in origins:
+        parts = urlsplit(origin)
+        if origin == "*" or http_url_problem(origin) or parts.path or parts.query or parts.fragment:
+            raise SettingsError(
+                f"SETTLED_CODEC_CORS_ORIGINS: {origin!r} is not an origin; expected scheme://host[:port], "
+                "comma-separated (never *)"
+            )
+    return origins
 
 
 def _encryption_keys(text: str) -> dict[str, bytes]:
     from settled.codec import EncryptionKeyError, parse_keys
 
     try:
-        return parse_keys(text)
+        keys = parse_keys(text)
     except EncryptionKeyError as error:
         raise SettingsError(str(error)) from None
+    # parse_keys keeps the last of two same ids: the wrong key could then be the one that encrypts.
+    ids = [entry.partition(":")[0].strip() for entry in text.split(",") if entry.strip()]
+    if len(ids) != len(keys):
+        raise SettingsError("SETTLED_ENCRYPTION_KEYS: the same key id is given twice")
+    if text.strip() and not keys:
+        raise SettingsError("SETTLED_ENCRYPTION_KEYS is set but holds no KEY_ID:BASE64_KEY entry")
+    return keys
 
 
 def parse_api_keys(text: str) -> dict[str, str]:
@@ -91,7 +204,7 @@ def parse_api_keys(text: str) -> dict[str, str]:
         tenant, sep, key = entry.partition(":")
         if not sep or not key:
             raise SettingsError("SETTLED_API_KEYS: each entry must be TENANT:KEY (comma-separated)")
-        if not _TENANT.match(tenant):
+        if not _TENANT.fullmatch(tenant):
             raise SettingsError(f"SETTLED_API_KEYS: tenant {tenant!r} must be 1-64 of A-Z a-z 0-9 _ -")
         if len(key) < 8:
             raise SettingsError(
@@ -100,4 +213,7 @@ def parse_api_keys(text: str) -> dict[str, str]:
         if key in keys:
             raise SettingsError("SETTLED_API_KEYS: the same key is given twice")
         keys[key] = tenant
+    if text.strip() and not keys:
+        # Set but empty (e.g. ","): refuse rather than silently run without authentication.
+        raise SettingsError("SETTLED_API_KEYS is set but holds no TENANT:KEY entry; unset it for no keys")
     return keys

@@ -5,19 +5,37 @@ The `KindSpec` of an action is copied into its workflow when it starts, so a run
 the contract it was requested under even if the file changes later.
 """
 
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
+from settled.config import http_url_problem
 from settled.states import State
 from settled.templates import placeholders
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 _SAY_FIELDS = {"business_ref", "reason", "description", "operation_id"}
+# Kind names reach tool names of voice frameworks and search attributes: keep them plain.
+_KIND_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# An HTTP field name (RFC 9110 token): anything else fails at dispatch time, not at start-up.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_DOT_PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
+# Durations beyond this overflow timers in the workflow; nobody means more than ten years.
+_MAX_DURATION_S = 10 * 365 * 86400.0
 
 
 class KindsFileError(ValueError):
@@ -25,7 +43,8 @@ class KindsFileError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No NaN or infinity: a duration of `inf` would pass `gt=0` and break the workflow's timers.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class HttpCall(_Strict):
@@ -35,20 +54,21 @@ class HttpCall(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
+        problem = http_url_problem(url)
+        if problem:
+            raise ValueError(problem)
         return url
 
 
 class LookupCall(HttpCall):
     method: HttpMethod = "GET"
-    authoritative: bool = False
+    authoritative: StrictBool = False
 
 
 class KindSpec(_Strict):
     name: str
     description: str
-    requires_authorization: bool = False
+    requires_authorization: StrictBool = False
     params_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     dispatch: HttpCall
     lookup: LookupCall | None = None
@@ -69,6 +89,27 @@ class KindSpec(_Strict):
     keep_open_after_settled_s: float = Field(default=7 * 86400.0, gt=0)
     # Params are redacted this long after the action settled (None: kept).
     redact_params_after_s: float | None = Field(default=None, ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        if not _KIND_NAME.fullmatch(name):
+            raise ValueError("a kind's name must be 1-64 of A-Z a-z 0-9 _ -")
+        return name
+
+    @field_validator("idempotency_header")
+    @classmethod
+    def _header_name(cls, header: str | None) -> str | None:
+        if header is not None and not _HEADER_NAME.fullmatch(header):
+            raise ValueError(f"{header!r} is not an HTTP header name")
+        return header
+
+    @field_validator("operation_field", "reference_field")
+    @classmethod
+    def _dot_path(cls, path: str | None) -> str | None:
+        if path is not None and not _DOT_PATH.fullmatch(path):
+            raise ValueError(f"{path!r} is not a field name or dot path (e.g. id, data.id)")
+        return path
 
     @field_validator("params_schema")
     @classmethod
@@ -95,6 +136,9 @@ class KindSpec(_Strict):
                     raise ValueError(f"say.{state.value}: unknown placeholder {{{name}}}")
         if self.reconcile_initial_interval_s > self.reconcile_max_interval_s:
             raise ValueError("reconcile_initial_interval_s is larger than reconcile_max_interval_s")
+        for name, value in self:
+            if name.endswith("_s") and isinstance(value, float) and value > _MAX_DURATION_S:
+                raise ValueError(f"{name}: at most {_MAX_DURATION_S:.0f} seconds (ten years)")
         return self
 
     @staticmethod
@@ -152,13 +196,27 @@ def parse_kinds(text: str, source: str) -> Kinds:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise KindsFileError(f"{source}: kinds.{name}: must be a table")
+        if "name" in table:
+            raise KindsFileError(f"{source}: kinds.{name}.name: unknown key (the name is the table's)")
         try:
             specs[name] = KindSpec.model_validate({**table, "name": name})
         except ValidationError as error:
-            first = error.errors()[0]
-            field = ".".join(str(part) for part in first["loc"]) or "(table)"
-            raise KindsFileError(f"{source}: kinds.{name}.{field}: {first['msg']}") from None
+            raise KindsFileError(f"{source}: kinds.{name}{_describe(error.errors()[0])}") from None
     return Kinds(specs, source)
+
+
+def _describe(error: ErrorDetails) -> str:
+    """`.field: problem` in the words of a kinds file, not of pydantic."""
+    field = ".".join(str(part) for part in error["loc"] if part != "[key]")
+    where = f".{field}" if field else ""
+    if error["type"] == "extra_forbidden":
+        return f"{where}: unknown key"
+    if error["type"] == "missing":
+        return f"{where}: missing (required)"
+    message = error["msg"].removeprefix("Value error, ")
+    if field == "name":  # the table's name, not a key in it
+        return f": {message}"
+    return f"{where}: {message}"
 
 
 def load_kinds(path: str | Path | None, sandbox_url: str = "http://127.0.0.1:8100") -> Kinds:

@@ -77,6 +77,10 @@ def server(args: argparse.Namespace) -> None:
 def worker(_: argparse.Namespace) -> None:
     from workers.main import main
 
+    settings = Settings.from_env()
+    # The worker runs each action on the kinds copied into it, but a deployment whose kinds file is
+    # broken is broken: it fails here, at start-up, as the API does, not at the first request.
+    load_kinds(settings.config_path, settings.sandbox_url)
     main()
 
 

@@ -1,0 +1,172 @@
+"""Every refusal of the environment and of a kinds file, without processes (tests/e2e/test_startup.py
+runs the parts themselves with one of each)."""
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+
+from settled.config import RateLimit, Settings, SettingsError, parse_rate_limit, unknown_variables
+from settled.kinds import KindsFileError, parse_kinds
+
+KEY = "tenant-key-0123456789"
+GOOD_KIND = """
+[kinds.refund]
+description = "refund the order"
+params_schema = { type = "object", properties = { amount = { type = "number" } } }
+dispatch = { method = "POST", url = "http://127.0.0.1:8100/refunds" }
+"""
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "named"),
+    [
+        ("SETTLED_TEMPORAL_ADDRESS", "localhost", "HOST:PORT"),
+        ("SETTLED_TEMPORAL_ADDRESS", "127.0.0.1:99999", "port 1-65535"),
+        ("SETTLED_NAMESPACE", "   ", "is empty"),
+        ("SETTLED_NAMESPACE", "my namespace", "A-Z a-z 0-9"),
+        ("SETTLED_CONFIG", "/nonexistent/kinds.toml", "no such kinds file"),
+        ("SETTLED_API_KEYS", "acme", "TENANT:KEY"),
+        ("SETTLED_API_KEYS", "acme:", "TENANT:KEY"),
+        ("SETTLED_API_KEYS", "acme:short", "shorter than 8"),
+        ("SETTLED_API_KEYS", f"a cme:{KEY}", "tenant 'a cme'"),
+        ("SETTLED_API_KEYS", f"acme\n:{KEY}", "tenant 'acme\\n'"),
+        ("SETTLED_API_KEYS", f"acme:{KEY},globex:{KEY}", "same key is given twice"),
+        ("SETTLED_API_KEYS", ",", "no TENANT:KEY entry"),
+        ("SETTLED_SANDBOX_URL", "ftp://127.0.0.1:8100", "http:// or https://"),
+        ("SETTLED_SANDBOX_URL", "http://", "no host"),
+        ("SETTLED_SANDBOX_URL", "http://127.0.0.1:99999", "invalid port"),
+        ("SETTLED_SANDBOX_URL", "http://sand box", "whitespace"),
+        ("SETTLED_MAX_BODY_BYTES", "lots", "1024 to 16777216"),
+        ("SETTLED_MAX_BODY_BYTES", "100", "1024 to 16777216"),
+        ("SETTLED_MAX_BODY_BYTES", "-5", "1024 to 16777216"),
+        ("SETTLED_ENCRYPTION_KEYS", "k1:not-base64!", "not valid base64"),
+        ("SETTLED_ENCRYPTION_KEYS", "k1:" + base64.b64encode(b"k" * 16).decode(), "must be 32 bytes"),
+        ("SETTLED_ENCRYPTION_KEYS", "nokeyid", "KEY_ID:BASE64_KEY"),
+        ("SETTLED_ENCRYPTION_KEYS", ",", "no KEY_ID:BASE64_KEY entry"),
+        ("SETTLED_CODEC_CORS_ORIGINS", "*", "never *"),
+        ("SETTLED_CODEC_CORS_ORIGINS", "http://127.0.0.1:8233/ui", "not an origin"),
+        ("SETTLED_CODEC_CORS_ORIGINS", "127.0.0.1:8233", "not an origin"),
+        ("SETTLED_WORKER_METRICS_PORT", "70000", "port number"),
+        ("SETTLED_WORKER_METRICS_PORT", "metrics", "port number"),
+        ("SETTLED_RATE_LIMIT", "fast", "N/s"),
+        ("SETTLED_RATE_LIMIT", "100", "N/s"),
+        ("SETTLED_RATE_LIMIT", "0/s", "more than 0"),
+        ("SETTLED_RATE_LIMIT", "-5/s", "N/s"),
+        ("SETTLED_RATE_LIMIT", "10/day", "N/s"),
+        ("SETTLED_RATE_LIMIT", "10/s,burst=0", "burst=M"),
+        ("SETTLED_RATE_LIMIT", "10/s,burst=1.5", "burst=M"),
+        ("SETTLED_RATE_LIMIT", "10/s,bursts=20", "burst=M"),
+    ],
+)
+def test_a_bad_variable_is_refused_naming_it(variable: str, value: str, named: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({variable: value})
+    assert variable in str(refused.value) and named in str(refused.value)
+
+
+def test_two_encryption_keys_with_one_id_are_refused() -> None:
+    """Otherwise the second silently replaces the first, which may be the one that encrypts."""
+    key = base64.b64encode(b"k" * 32).decode()
+    other = base64.b64encode(b"o" * 32).decode()
+    with pytest.raises(SettingsError, match="same key id is given twice"):
+        Settings.from_env({"SETTLED_ENCRYPTION_KEYS": f"k1:{key},k1:{other}"})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("off", None),
+        (" OFF ", None),
+        ("200/s,burst=400", RateLimit(per_s=200.0, burst=400)),
+        ("5/s", RateLimit(per_s=5.0, burst=5)),  # burst defaults to the count
+        ("120/min", RateLimit(per_s=2.0, burst=120)),
+        ("3600 / h, burst = 10", RateLimit(per_s=1.0, burst=10)),
+        ("0.5/s", RateLimit(per_s=0.5, burst=1)),
+    ],
+)
+def test_rate_limit_forms(text: str, expected: RateLimit | None) -> None:
+    assert parse_rate_limit(text) == expected
+
+
+def test_the_default_rate_limit_is_generous_and_on() -> None:
+    assert Settings.from_env({}).rate_limit == RateLimit(per_s=200.0, burst=400)
+    assert Settings.from_env({"SETTLED_RATE_LIMIT": "off"}).rate_limit is None
+
+
+def test_unknown_variables_are_named_with_the_closest_setting() -> None:
+    warnings = unknown_variables(
+        {"SETTLED_API_KEY": "x", "SETTLED_KEEP_LOGS": "1", "SETTLED_RATELIMIT": "off", "PATH": "/bin"}
+    )
+    assert warnings == [
+        "SETTLED_API_KEY is not a setting settled reads (ignored); did you mean SETTLED_API_KEYS?",
+        "SETTLED_RATELIMIT is not a setting settled reads (ignored); did you mean SETTLED_RATE_LIMIT?",
+    ]
+    assert unknown_variables({"SETTLED_ZZZ": "1"}) == ["SETTLED_ZZZ is not a setting settled reads (ignored)"]
+
+
+def _without(line_start: str) -> str:
+    return "\n".join(line for line in GOOD_KIND.splitlines() if not line.startswith(line_start))
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[kinds.refund\n", "not valid TOML"),
+        (GOOD_KIND + 'colour = "blue"\n', "kinds.refund.colour: unknown key"),
+        (GOOD_KIND + 'name = "other"\n', "kinds.refund.name: unknown key"),
+        (GOOD_KIND.replace('"POST"', '"POST", verb = "x"'), "kinds.refund.dispatch.verb: unknown key"),
+        (GOOD_KIND.replace('"POST"', '"BREW"'), "kinds.refund.dispatch.method"),
+        (GOOD_KIND.replace("http://127.0.0.1:8100", "ftp://h"), "kinds.refund.dispatch.url: must be an http"),
+        (GOOD_KIND.replace("http://127.0.0.1:8100", "http://"), "kinds.refund.dispatch.url: has no host"),
+        (GOOD_KIND.replace("127.0.0.1:8100", "sand box"), "kinds.refund.dispatch.url: contains whitespace"),
+        (GOOD_KIND.replace("8100", "99999"), "kinds.refund.dispatch.url: has an invalid port"),
+        (GOOD_KIND.replace('"number"', '"amount"'), "kinds.refund.params_schema: not a valid JSON Schema"),
+        (GOOD_KIND.replace('"object"', '"array"'), "kinds.refund.params_schema: must describe a JSON object"),
+        (_without("dispatch"), "kinds.refund.dispatch: missing (required)"),
+        (_without("description"), "kinds.refund.description: missing (required)"),
+        (GOOD_KIND + 'requires_authorization = "yes"\n', "kinds.refund.requires_authorization"),
+        (GOOD_KIND + 'lookup = { url = "http://h/{operation_id}", authoritative = 1 }\n',
+         "kinds.refund.lookup.authoritative"),
+        (GOOD_KIND + "timeout_s = nan\n", "kinds.refund.timeout_s: Input should be a finite number"),
+        (GOOD_KIND + "reconcile_max_interval_s = inf\n", "kinds.refund.reconcile_max_interval_s"),
+        (GOOD_KIND + "give_up_after_s = 1e30\n", "give_up_after_s: at most"),
+        (GOOD_KIND + "timeout_s = -1\n", "kinds.refund.timeout_s"),
+        (GOOD_KIND + 'idempotency_header = "Idempotency Key"\n', "kinds.refund.idempotency_header"),
+        (GOOD_KIND + 'reference_field = ""\n', "kinds.refund.reference_field"),
+        (GOOD_KIND + 'operation_field = "a..b"\n', "kinds.refund.operation_field"),
+        (GOOD_KIND + '[kinds.refund.say]\nconfirmd = "done"\n', "kinds.refund.say.confirmd"),
+        (GOOD_KIND + '[kinds.refund.say]\nconfirmed = "{params.x}"\n', "unknown placeholder {params.x}"),
+        (GOOD_KIND.replace("/refunds", "/refunds/{order}"), "kinds.refund: dispatch.url: unknown"),
+        (GOOD_KIND.replace("[kinds.refund]", '[kinds."refund now"]'), "kinds.refund now: a kind's name"),
+        (GOOD_KIND.replace("[kinds.refund]", '[kinds."refund\\n"]'), "a kind's name"),
+        ('[settings]\nmode = "fast"\n' + GOOD_KIND, "unknown top-level table(s) ['settings']"),
+        ("# nothing declared\n", "no kinds"),
+        ("kinds = 3\n", "no kinds"),
+        ("[kinds]\nrefund = 3\n", "kinds.refund: must be a table"),
+    ],
+)  # fmt: skip
+def test_a_broken_kinds_file_is_refused_naming_the_key(text: str, named: str) -> None:
+    with pytest.raises(KindsFileError) as refused:
+        parse_kinds(text, "my-kinds.toml")
+    message = str(refused.value)
+    assert message.startswith("my-kinds.toml: ") and named in message, message
+    assert "Value error" not in message and "Extra inputs" not in message  # pydantic's words, not ours
+
+
+def test_the_kinds_files_in_the_repository_still_load() -> None:
+    """The stricter checks refuse nothing that settled itself ships or tests with."""
+    from drill.stack import drill_kinds
+    from settled.kinds import load_kinds
+
+    root = Path(__file__).parents[2]
+    assert load_kinds(None).names() == ["refund", "room_booking"]
+    assert parse_kinds(drill_kinds("http://127.0.0.1:8100"), "drill kinds").names()
+    for path in (
+        root / "tests" / "kinds.toml",
+        root / "tests" / "page" / "kinds.toml",
+        root / "bench" / "kinds.toml",
+    ):
+        text = re.sub(r"@[A-Z_]+@", "http://127.0.0.1:8100", path.read_text())
+        assert parse_kinds(text, str(path)).names()
