@@ -17,6 +17,7 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -35,12 +36,13 @@ from settled.handoff import Channels, Handoff, build_handoff
 from settled.identity import TASK_QUEUE, action_workflow_id, conversation_workflow_id, operation_key
 from settled.kinds import Kinds
 from settled.machine import NewAction
-from settled.models import ActionStatus, CreateAction
+from settled.models import WAIT_MAX_S, ActionStatus, CreateAction
 from settled.params import InvalidParams, validate_params
 from settled.states import IN_PROGRESS, State
 from workflows.action import ActionWorkflow
 from workflows.conversation import ConversationWorkflow
 from workflows.messages import (
+    STATUS_MEMO,
     ActionStart,
     Amend,
     Authorize,
@@ -54,7 +56,8 @@ from workflows.messages import (
 )
 
 T = TypeVar("T")
-NOOP_WAIT_POLL_S = 0.05
+# A status read costs the server alone (the memo), so a no-op control's wait can look often.
+NOOP_WAIT_POLL_S = 0.02
 HTTP_STATUS = {
     "not_found": 404,
     "unknown_kind": 422,
@@ -210,7 +213,14 @@ class Gateway:
         )
 
     async def get(self, tenant: str | None, operation_id: str) -> ActionStatus:
-        return await self._guard(lambda: self._action(tenant, operation_id).query(ActionWorkflow.status))
+        """The durable status: from the workflow's memo, which the server answers alone; from a query
+        to a worker for runs that keep no memo (started before it) or whose first task is under way."""
+        handle = self._action(tenant, operation_id)
+        description = await self._guard(handle.describe)
+        status = await description.memo_value(STATUS_MEMO, None, type_hint=ActionStatus)
+        if status is not None:
+            return status
+        return await self._guard(lambda: handle.query(ActionWorkflow.status))
 
     async def _control(
         self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any
@@ -230,7 +240,7 @@ class Gateway:
             raise
 
     async def _await_verified(self, tenant: str | None, operation_id: str, wait_s: float) -> ActionStatus:
-        """The status once it is out of requested/running, or at the end of the wait (polled queries:
+        """The status once it is out of requested/running, or at the end of the wait (polled reads:
         this path runs only when the control itself changed nothing)."""
         deadline = asyncio.get_running_loop().time() + wait_s
         while True:
@@ -294,13 +304,23 @@ class Gateway:
             )
         )
         why = f"{event.type} on {event.channel}"
-        for operation_id in result.reconcile:
-            try:
-                await self.reconcile(tenant, operation_id, 0, why)
-            except SettledError as error:
-                if error.code != "not_found":
-                    raise
+        await asyncio.gather(*(self._look_up_soon(tenant, op, why) for op in result.reconcile))
         return result.reconcile
+
+    async def _look_up_soon(self, tenant: str | None, operation_id: str, why: str) -> None:
+        """Start a lookup that the channel will ask about next: answered here once accepted, run in the
+        background with the channel counted as waiting (so it may run inside the workflow task)."""
+        handle = self._action(tenant, operation_id)
+        request = Reconcile(why=why, wait_s=WAIT_MAX_S)
+        try:
+            await self._guard(
+                lambda: handle.start_update(
+                    ActionWorkflow.reconcile, request, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+                )
+            )
+        except SettledError as error:
+            if error.code not in ("noop", "closed", "not_found"):
+                raise
 
     async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
         try:

@@ -9,6 +9,9 @@ from settled.models import WAIT_MAX_S, ActionStatus, Channel
 from settled.states import State
 
 Wait = Field(default=0.0, ge=0, le=WAIT_MAX_S)
+# The memo key under which an action keeps its latest durable status: what GET reads, from the server
+# alone, without a query to a worker.
+STATUS_MEMO = "settled_status"
 
 
 class ActionStart(BaseModel):
