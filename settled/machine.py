@@ -511,7 +511,7 @@ class ActionRecord(BaseModel):
         if self.state not in (State.RUNNING, State.UNKNOWN):
             raise ControlRefused("noop", f"nothing to check: the action is {self.state.value}")
         if self.lookup_requested:
-            raise ControlRefused("noop", "a lookup is already due")
+            return  # the lookup already due answers this caller too: accepted, so it can wait for it
         if self.last_lookup_at is not None and now - self.last_lookup_at < RECONCILE_COALESCE:
             raise ControlRefused("noop", "it was just looked up")
 
