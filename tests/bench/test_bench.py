@@ -1,0 +1,32 @@
+"""The benchmark in its tiny setting: it runs from its command line against a stack of its own and
+writes a report whose figures come from what it measured (benchmarks are not timed tests: no figure
+is judged here, only that each was measured and that nothing was written twice)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--tiny", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads((out / "results.json").read_text())
+    results = document["results"]
+    sizes = document["sizes"]
+    assert results["bare_call_ms"]["n"] == results["durable_action_ms"]["n"] == sizes["sequential"]
+    assert results["status_read_ms"]["n"] == sizes["status_reads"]
+    assert results["interrupt_to_verified_ms"]["n"] == sizes["interrupts"]
+    assert set(results["latency_by_concurrency_ms"]) == {str(n) for n in sizes["loads"]}
+    throughput = results["throughput"]
+    assert throughput["confirmed"] > 0 and throughput["duplicates"] == 0 and throughput["missing"] == 0
+    assert results["sandbox_records"]["duplicates"] == 0 and results["sandbox_records"]["total"] > 0
+    assert results["memory"]["worker"]["peak_rss_mb"] > 0
+    assert "overhead p50" in (out / "results.md").read_text()
+    assert "targets (issue #9)" in run.stdout
