@@ -24,8 +24,8 @@ def latency_rows(results: dict[str, Any]) -> list[list[str]]:
         (f"status read ({results['status_read_ms']['in_flight']} in flight)", results["status_read_ms"]),
         ("interrupted → verified answer", results["interrupt_to_verified_ms"]),
         *(
-            (f"durable action, {n} at once", summary)
-            for n, summary in results["latency_by_concurrency_ms"].items()
+            (f"durable action, {n} at once ({s['confirmed_in_wait']} confirmed in the wait)", s)
+            for n, s in results["latency_by_concurrency_ms"].items()
         ),
     ]
     for name, s in named:

@@ -111,8 +111,7 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
 
         loads = {}
         for n in sizes.loads:
-            samples = await step(f"burst of {n}", lambda n=n: measures.burst(run, n))
-            loads[str(n)] = summarize(samples).as_dict()
+            loads[str(n)] = await step(f"burst of {n}", lambda n=n: measures.burst(run, n))
         results["latency_by_concurrency_ms"] = loads
 
         extra = max(0, sizes.waiting - sizes.in_flight)
