@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the dev server's SQLite pragmas, comma-separated ('' for SQLite's defaults); "
         f"default {','.join(SQLITE_PRAGMAS)}",
     )
+    parser.add_argument("--workers", type=int, default=1, help="worker processes on the task queue")
     args = parser.parse_args(argv)
     sizes = Sizes.tiny() if args.tiny else Sizes()
     if args.throughput_s is not None:
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     pragmas = SQLITE_PRAGMAS
     if args.sqlite_pragmas is not None:
         pragmas = tuple(filter(None, args.sqlite_pragmas.split(",")))
-    document = run_bench(sizes, lambda line: console.log(line), extra_env, pragmas)
+    document = run_bench(sizes, lambda line: console.log(line), extra_env, pragmas, args.workers)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     (args.out / "results.md").write_text(markdown(document) + "\n")

@@ -47,14 +47,20 @@ def machine() -> dict[str, Any]:
 
 
 def start_stack(
-    data_dir: Path, extra_env: dict[str, str], sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS
+    data_dir: Path,
+    extra_env: dict[str, str],
+    sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS,
+    workers: int = 1,
 ) -> Stack:
     ports = Ports.free()
     kinds = data_dir / "kinds.toml"
     kinds.write_text(KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
     env = {"SETTLED_RATE_LIMIT": "off", **extra_env}
     stack = Stack(data_dir, ports, config=kinds, ui=False, extra_env=env, sqlite_pragmas=sqlite_pragmas)
-    return stack.start()
+    stack.start()
+    for n in range(2, workers + 1):  # more worker processes on the same task queue
+        stack.start_worker(f"worker-{n}")
+    return stack
 
 
 Progress = Callable[[str], None]
@@ -119,6 +125,7 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
         results["memory"] = {
             "waiting_actions": sizes.in_flight + extra,
             "worker": rss_mb(stack.children["worker"].popen.pid),
+            "workers": len([name for name in stack.children if name.startswith("worker")]),
             "api": rss_mb(stack.children["api"].popen.pid),
             "temporal": rss_mb(stack.children["temporal"].popen.pid),
         }
@@ -132,11 +139,17 @@ def run_bench(
     progress: Progress,
     extra_env: dict[str, str] | None = None,
     sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Start a stack, measure, stop it. The result carries the machine and the sizes it ran with."""
-    about = {**machine(), "sqlite_pragmas": list(sqlite_pragmas), "env": extra_env or {}}
+    """Start a stack, measure, stop it. The result carries the machine and the settings it ran with."""
+    about = {
+        **machine(),
+        "sqlite_pragmas": list(sqlite_pragmas),
+        "env": extra_env or {},
+        "worker_processes": workers,
+    }
     with tempfile.TemporaryDirectory(prefix="settled-bench-") as scratch:
-        stack = start_stack(Path(scratch), extra_env or {}, sqlite_pragmas)
+        stack = start_stack(Path(scratch), extra_env or {}, sqlite_pragmas, workers)
         try:
             results = asyncio.run(measure(stack, sizes, progress))
         finally:
