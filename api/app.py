@@ -9,6 +9,7 @@ from api.limits import BodySizeLimit
 from api.metrics import ApiMetrics, MeasureRequests
 from api.metrics import router as metrics_router
 from api.page.routes import router as page_router
+from api.ratelimit import RateLimited
 from api.routes import actions, codec, conversations, health
 from settled.codec import EncryptionCodec
 from settled.config import Settings
@@ -33,6 +34,9 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(codec.router)
     app.include_router(metrics_router)
     app.state.metrics = ApiMetrics()
+    if settings.rate_limit is not None:
+        # Inside the measurement, so throttled requests show in the metrics and the request log.
+        app.add_middleware(RateLimited, limit=settings.rate_limit, api_keys=settings.api_keys)
     app.add_middleware(MeasureRequests, metrics=app.state.metrics)
     if settings.encryption_keys:
         app.state.codec = EncryptionCodec(settings.encryption_keys)

@@ -14,12 +14,12 @@ T = TypeVar("T")
 KINDS = Path(__file__).parent / "kinds.toml"
 
 
-def start_stack(data_dir: Path) -> Stack:
+def start_stack(data_dir: Path, extra_env: dict[str, str] | None = None, ui: bool = False) -> Stack:
     """A running stack on free ports, with the test kinds (fast reconciliation) pointed at its sandbox."""
     ports = Ports.free()
     kinds = data_dir / "kinds.toml"
     kinds.write_text(KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
-    return Stack(data_dir, ports, config=kinds, ui=False).start()
+    return Stack(data_dir, ports, config=kinds, ui=ui, extra_env=dict(extra_env or {})).start()
 
 
 def wait_for(probe: Callable[[], T | None], timeout_s: float = 20.0, what: str = "condition") -> T:
