@@ -162,8 +162,13 @@ async def interrupt_to_verified(run: Run, n: int) -> list[float]:
 
         async def verify(op: str = operation_id, conv: str = conversation) -> dict[str, Any]:
             (await run.api.post(f"/v1/conversations/{conv}/events", json=INTERRUPTED)).raise_for_status()
-            answer = await run.api.post(f"/v1/actions/{op}/reconcile", params={"wait": 5}, json={})
-            return answer.json()
+            answer = (await run.api.post(f"/v1/actions/{op}/reconcile", params={"wait": 5}, json={})).json()
+            # An API that answers before the lookup did is read until it has the truth (bounded).
+            deadline = time.perf_counter() + 10
+            while answer["state"] == "unknown" and time.perf_counter() < deadline:
+                await asyncio.sleep(0.01)
+                answer = (await run.api.get(f"/v1/actions/{op}")).json()
+            return answer
 
         elapsed, verified = await timed(verify)
         if verified["state"] != "confirmed":
