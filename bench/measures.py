@@ -146,6 +146,15 @@ async def status_reads(run: Run, in_flight: list[str], n: int, concurrency: int 
     return await gather_limited([lambda op=op: read(op) for op in targets], concurrency)
 
 
+async def status_reads_for(run: Run, in_flight: list[str], seconds: float) -> list[float]:
+    """One reader, reading one action after another for `seconds` (run beside another load)."""
+    samples: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        samples += await status_reads(run, in_flight[len(samples) % len(in_flight) :][:1], 1, 1)
+    return samples
+
+
 async def interrupt_to_verified(run: Run, n: int) -> list[float]:
     """An action whose answer was lost (`unknown`); the caller cuts in; how long until the channel can
     say the verified truth. Measured as a channel does it: the `interrupted` event, then a reconcile

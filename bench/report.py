@@ -17,11 +17,14 @@ MAX_WORKER_RSS_MB = 300.0
 
 def latency_rows(results: dict[str, Any]) -> list[list[str]]:
     bare = results["bare_call_ms"]["p50"]
+    waiting = results["status_read_ms"]["in_flight"]
     rows = []
     named = [
         ("bare call (sandbox, httpx)", results["bare_call_ms"]),
         ("durable action (POST ?wait, confirmed)", results["durable_action_ms"]),
-        (f"status read ({results['status_read_ms']['in_flight']} in flight)", results["status_read_ms"]),
+        (f"status read ({waiting} waiting, 1 reader)", results["status_read_ms"]),
+        (f"status read ({waiting} waiting, 8 readers)", results["status_read_8_readers_ms"]),
+        ("status read during the throughput run, 1 reader", results["status_read_under_load_ms"]),
         ("interrupted → verified answer", results["interrupt_to_verified_ms"]),
         *(
             (f"durable action, {n} at once ({s['confirmed_in_wait']} confirmed in the wait)", s)

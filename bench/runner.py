@@ -102,18 +102,29 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
         }
 
         in_flight = await step("actions in flight", lambda: measures.waiting_actions(run, sizes.in_flight))
-        reads = await step("status reads", lambda: measures.status_reads(run, in_flight, sizes.status_reads))
+        reads = await step(
+            "status reads, one reader", lambda: measures.status_reads(run, in_flight, sizes.status_reads, 1)
+        )
         results["status_read_ms"] = {"in_flight": len(in_flight), **summarize(reads).as_dict()}
+        reads = await step(
+            "status reads, 8 readers", lambda: measures.status_reads(run, in_flight, sizes.status_reads, 8)
+        )
+        results["status_read_8_readers_ms"] = {"in_flight": len(in_flight), **summarize(reads).as_dict()}
 
         interrupts = await step(
             "interrupted → verified", lambda: measures.interrupt_to_verified(run, sizes.interrupts)
         )
         results["interrupt_to_verified_ms"] = summarize(interrupts).as_dict()
 
-        results["throughput"] = await step(
+        # One reader keeps reading while the sustained load runs: what a channel sees under load.
+        results["throughput"], reads = await step(
             "throughput",
-            lambda: measures.throughput(run, sizes.throughput_s, sizes.throughput_concurrency),
+            lambda: asyncio.gather(
+                measures.throughput(run, sizes.throughput_s, sizes.throughput_concurrency),
+                measures.status_reads_for(run, in_flight, sizes.throughput_s),
+            ),
         )
+        results["status_read_under_load_ms"] = summarize(reads).as_dict()
 
         loads = {}
         for n in sizes.loads:

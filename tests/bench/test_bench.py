@@ -21,7 +21,8 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     results = document["results"]
     sizes = document["sizes"]
     assert results["bare_call_ms"]["n"] == results["durable_action_ms"]["n"] == sizes["sequential"]
-    assert results["status_read_ms"]["n"] == sizes["status_reads"]
+    assert results["status_read_ms"]["n"] == results["status_read_8_readers_ms"]["n"] == sizes["status_reads"]
+    assert results["status_read_under_load_ms"]["n"] > 0
     assert results["interrupt_to_verified_ms"]["n"] == sizes["interrupts"]
     assert set(results["latency_by_concurrency_ms"]) == {str(n) for n in sizes["loads"]}
     throughput = results["throughput"]
