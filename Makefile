@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install lint unit golden clean browser screenshots compose-check
+.PHONY: dev test install lint unit golden clean browser screenshots compose-check bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ test: lint browser compose-check
 
 screenshots: $(STAMP) browser
 	SETTLED_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/page
+
+# The benchmark (docs/performance.md): a stack of its own, a few minutes; results in bench-results/.
+# make test runs only its tiny setting (tests/bench), to prove it works.
+bench: $(STAMP)
+	$(BIN)/python -m bench
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

@@ -95,6 +95,7 @@ def markdown(document: dict[str, Any]) -> str:
     about = document["machine"]
     results = document["results"]
     memory = results["memory"]
+    cpu = ", ".join(f"{name} {ms:g}" for name, ms in results["cpu_ms_per_action"].items())
     return "\n\n".join(
         [
             f"Machine: {about['cpu']}, {about['cores']} cores, Python {about['python']}; "
@@ -103,7 +104,8 @@ def markdown(document: dict[str, Any]) -> str:
             _markdown_table(TARGET_HEADER, verdicts(results)),
             f"Resident memory with {memory['waiting_actions']} actions waiting (peak): worker "
             f"{memory['worker']['peak_rss_mb']:g} MB, API {memory['api']['peak_rss_mb']:g} MB, Temporal dev "
-            f"server {memory['temporal']['peak_rss_mb']:g} MB. Sandbox records: "
+            f"server {memory['temporal']['peak_rss_mb']:g} MB. CPU per action during the throughput run "
+            f"(ms): {cpu}. Sandbox records: "
             f"{results['sandbox_records']['total']}, duplicates {results['sandbox_records']['duplicates']}.",
         ]
     )

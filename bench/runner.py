@@ -29,6 +29,12 @@ def rss_mb(pid: int) -> dict[str, float]:
     return {"rss_mb": fields.get("VmRSS", 0.0), "peak_rss_mb": fields.get("VmHWM", 0.0)}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def machine() -> dict[str, Any]:
     model = next(
         (
@@ -117,6 +123,8 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
         results["interrupt_to_verified_ms"] = summarize(interrupts).as_dict()
 
         # One reader keeps reading while the sustained load runs: what a channel sees under load.
+        pids = {name: child.popen.pid for name, child in stack.children.items()}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         results["throughput"], reads = await step(
             "throughput",
             lambda: asyncio.gather(
@@ -125,6 +133,11 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
             ),
         )
         results["status_read_under_load_ms"] = summarize(reads).as_dict()
+        created = max(1, results["throughput"]["created"])
+        results["cpu_ms_per_action"] = {
+            name: round((cpu_seconds(pid) - cpu_before[name]) * 1000 / created, 1)
+            for name, pid in pids.items()
+        }
 
         loads = {}
         for n in sizes.loads:

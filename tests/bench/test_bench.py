@@ -29,5 +29,6 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     assert throughput["confirmed"] > 0 and throughput["duplicates"] == 0 and throughput["missing"] == 0
     assert results["sandbox_records"]["duplicates"] == 0 and results["sandbox_records"]["total"] > 0
     assert results["memory"]["worker"]["peak_rss_mb"] > 0
+    assert results["cpu_ms_per_action"]["temporal"] > 0
     assert "overhead p50" in (out / "results.md").read_text()
     assert "targets (issue #9)" in run.stdout
