@@ -1,0 +1,185 @@
+"""What a soak run will do, drawn up front from one seed: each action's kind, params, faults and the
+channel events around it. The timing of the real run varies; the plan does not."""
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class KindPlan:
+    service: str
+    needs_authorization: bool
+    compensable: bool
+
+
+KINDS: dict[str, KindPlan] = {
+    "room_booking": KindPlan("bookings", needs_authorization=True, compensable=True),
+    "refund": KindPlan("refunds", needs_authorization=True, compensable=False),
+    "refund_nodedup": KindPlan("refunds", needs_authorization=False, compensable=False),
+}
+KIND_WEIGHTS = {"room_booking": 4, "refund": 3, "refund_nodedup": 3}
+
+# Faults on the write, by weight; None is a clean request.
+CREATE_FAULTS: dict[str | None, int] = {
+    None: 30,
+    "delay": 12,
+    "drop_after_apply": 12,
+    "fail_before_apply": 10,
+    "error_after_apply": 10,
+    "hang": 10,
+    "hold": 10,
+    "reject": 4,
+}
+ERROR_STATUSES = (500, 502, 503)
+
+
+@dataclass(frozen=True)
+class Fault:
+    op: str  # create | lookup | cancel
+    mode: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    release_after_s: float | None = None  # hold faults: when the run lets them go
+
+    def body(self, service: str, match_key: str) -> dict[str, Any]:
+        return {"service": service, "op": self.op, "mode": self.mode, "match_key": match_key, **self.extra}
+
+
+@dataclass(frozen=True)
+class Event:
+    at_s: float  # after the action was created
+    type: str  # get | authorize | cancel | reconcile | presented | handoff | interrupted | channel_*
+
+
+@dataclass(frozen=True)
+class ActionPlan:
+    index: int
+    operation_id: str
+    conversation_id: str
+    kind: str
+    params: dict[str, Any]
+    authorized: bool
+    create_wait_s: float
+    start_s: float
+    lifetime_s: float
+    faults: tuple[Fault, ...]
+    events: tuple[Event, ...]
+    # Settling at the end: what to do with an action still waiting for its go-ahead.
+    authorize_at_end: bool
+
+    @property
+    def service(self) -> str:
+        return KINDS[self.kind].service
+
+
+def _weighted(rng: random.Random, weights: dict[Any, int]) -> Any:
+    return rng.choices(list(weights), weights=list(weights.values()))[0]
+
+
+def _params(rng: random.Random, kind: str) -> dict[str, Any]:
+    if kind == "room_booking":
+        return {"room": rng.choice(["Ada", "Grace", "Hopper"]), "day": rng.choice(["Mon", "Tue", "Wed"])}
+    return {
+        "order_id": f"o-{rng.randrange(10**6)}",
+        "amount": round(rng.uniform(1, 200), 2),
+        "currency": "EUR",
+    }
+
+
+def _create_fault(rng: random.Random) -> Fault | None:
+    mode = _weighted(rng, CREATE_FAULTS)
+    if mode is None:
+        return None
+    if mode == "delay":  # around the 1 s dispatch timeout: some answer in time, some are lost to it
+        return Fault("create", mode, {"delay_s": round(rng.uniform(0.1, 2.5), 2)})
+    if mode in ("fail_before_apply", "error_after_apply"):
+        return Fault("create", mode, {"status": rng.choice(ERROR_STATUSES)})
+    if mode == "hang":
+        return Fault("create", mode, {"delay_s": round(rng.uniform(1, 4), 2), "apply": rng.random() < 0.5})
+    if mode == "hold":
+        apply = rng.random() < 0.5
+        return Fault("create", mode, {"apply": apply}, release_after_s=round(rng.uniform(0.3, 5), 2))
+    return Fault("create", mode)  # drop_after_apply, reject
+
+
+def _side_faults(rng: random.Random, kind: str) -> list[Fault]:
+    faults = []
+    if rng.random() < 0.25:
+        if rng.random() < 0.6:
+            faults.append(Fault("lookup", "fail_before_apply", {"status": 503, "count": rng.randint(1, 3)}))
+        else:
+            faults.append(Fault("lookup", "delay", {"delay_s": round(rng.uniform(0.5, 2), 2)}))
+    if KINDS[kind].compensable and rng.random() < 0.3:
+        mode = rng.choice(["fail_before_apply", "error_after_apply", "drop_after_apply", "delay"])
+        extra = {"delay_s": round(rng.uniform(0.5, 2), 2)} if mode == "delay" else {}
+        faults.append(Fault("cancel", mode, extra))
+    return faults
+
+
+# Channel events and controls: (type, probability that an action sees one).
+EVENT_ODDS = {
+    "cancel": 0.25,
+    "interrupted": 0.3,
+    "channel_closed": 0.3,
+    "channel_opened": 0.3,
+    "reconcile": 0.2,
+    "presented": 0.3,
+    "handoff": 0.3,
+}
+
+
+def _events(rng: random.Random, lifetime_s: float, waits_for_go_ahead: bool, poll_s: float) -> list[Event]:
+    events = [
+        Event(round(rng.uniform(0, lifetime_s), 3), kind)
+        for kind, p in EVENT_ODDS.items()
+        if rng.random() < p
+    ]
+    if waits_for_go_ahead and rng.random() < 0.75:
+        events.append(Event(round(rng.uniform(0, lifetime_s * 0.6), 3), "authorize"))
+    at = rng.uniform(0, poll_s)
+    while at < lifetime_s:
+        events.append(Event(round(at, 3), "get"))
+        at += rng.uniform(poll_s * 0.5, poll_s * 1.5)
+    return sorted(events, key=lambda event: event.at_s)
+
+
+def make_plan(
+    seed: int, actions: int, duration_s: float, poll_s: float = 1.5, actions_per_conversation: int = 3
+) -> list[ActionPlan]:
+    rng = random.Random(seed)
+    conversations = max(1, actions // actions_per_conversation)
+    max_lifetime = max(2.0, min(30.0, duration_s * 0.5))
+    plans = []
+    for index in range(actions):
+        kind = _weighted(rng, KIND_WEIGHTS)
+        needs_go_ahead = KINDS[kind].needs_authorization
+        authorized = not needs_go_ahead or rng.random() < 0.4
+        lifetime = round(rng.uniform(min(2.0, max_lifetime), max_lifetime), 3)
+        create_fault = _create_fault(rng)
+        faults = ([create_fault] if create_fault else []) + _side_faults(rng, kind)
+        plans.append(
+            ActionPlan(
+                index=index,
+                operation_id=f"soak-{seed}-{index}",
+                conversation_id=f"soak-{seed}-c{rng.randrange(conversations)}",
+                kind=kind,
+                params=_params(rng, kind),
+                authorized=authorized,
+                create_wait_s=rng.choice([0.0, 0.0, 0.5, 2.0]),
+                start_s=round(rng.uniform(0, max(0.0, duration_s - lifetime)), 3),
+                lifetime_s=lifetime,
+                faults=tuple(faults),
+                events=tuple(_events(rng, lifetime, needs_go_ahead and not authorized, poll_s)),
+                authorize_at_end=rng.random() < 0.5,
+            )
+        )
+    return sorted(plans, key=lambda plan: plan.start_s)
+
+
+def planned_faults(plans: list[ActionPlan]) -> dict[str, int]:
+    return dict(Counter(f"{fault.op}:{fault.mode}" for plan in plans for fault in plan.faults))
+
+
+def planned_events(plans: list[ActionPlan]) -> dict[str, int]:
+    return dict(Counter(event.type for plan in plans for event in plan.events))

@@ -1,0 +1,348 @@
+"""The soak: its own stack on free ports, a seeded plan of actions with faults and channel events,
+every answer recorded with its time, then the verdict from the sandbox's records.
+
+Only loopback traffic; every loop is bounded in count and time, and the run stops by itself.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from settled.stack import Ports, Stack
+from soak.plan import ActionPlan, Event, make_plan, planned_events, planned_faults
+from soak.truth import SETTLED_STATES, Observation, judge
+
+KINDS_FILE = Path(__file__).with_name("kinds.toml")
+REQUEST_TIMEOUT_S = 15.0
+SETTLE_ROUND_S = 0.5
+CREATE_TRIES = 3
+
+
+@dataclass
+class SoakConfig:
+    actions: int = 100
+    concurrency: int = 100
+    duration_s: float = 20.0
+    seed: int = 1
+    poll_s: float = 1.5  # each live action's status is read about this often
+    settle_timeout_s: float = 90.0
+    data_dir: Path | None = None  # default: a temporary folder, removed after a clean run
+    report: Path | None = None
+    progress: bool | None = None  # None: a live display when stdout is a terminal
+
+
+@dataclass
+class Tally:
+    """Everything the run saw, as it happened."""
+
+    observations: list[Observation] = field(default_factory=list)
+    requests: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    latency_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    faults_added: dict[str, str] = field(default_factory=dict)  # sandbox fault id -> op:mode
+    started: int = 0
+    finished: int = 0
+    last: dict[str, dict[str, Any]] = field(default_factory=dict)  # operation id -> latest status
+
+    def observe(self, status: dict[str, Any], sent: float, received: float, route: str) -> None:
+        self.observations.append(Observation.of(status, sent, received, route))
+        previous = self.last.get(status["operation_id"])
+        if previous is None or previous["_received"] <= received:
+            self.last[status["operation_id"]] = {**status, "_received": received}
+
+
+class Driver:
+    def __init__(self, api: httpx.AsyncClient, sandbox: httpx.AsyncClient, tally: Tally) -> None:
+        self.api, self.sandbox, self.tally = api, sandbox, tally
+
+    async def call(self, method: str, path: str, route: str, **kwargs: Any) -> httpx.Response | None:
+        """One API request; every ActionStatus in its answer is recorded with the request's interval."""
+        tally = self.tally
+        tally.requests[route] += 1
+        sent, started = time.time(), time.monotonic()
+        try:
+            response = await self.api.request(method, path, **kwargs)
+        except httpx.HTTPError as error:
+            tally.errors[f"{route}: {type(error).__name__}"] += 1
+            return None
+        received = time.time()
+        tally.latency_ms[route].append((time.monotonic() - started) * 1000)
+        tally.statuses[f"{route} {response.status_code}"] += 1
+        if response.is_success:
+            body = response.json()
+            for status in body.get("actions", [body]) if isinstance(body, dict) else []:
+                if isinstance(status, dict) and "claim" in status:
+                    tally.observe(status, sent, received, route)
+        return response
+
+    async def add_fault(self, plan: ActionPlan, body: dict[str, Any], label: str) -> str | None:
+        try:
+            response = await self.sandbox.post("/_sandbox/faults", json=body)
+        except httpx.HTTPError as error:
+            self.tally.errors[f"fault: {type(error).__name__}"] += 1
+            return None
+        fault_id: str = response.json()["id"]
+        self.tally.faults_added[fault_id] = label
+        return fault_id
+
+    async def release_later(self, fault_id: str, after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        try:
+            await self.sandbox.post(f"/_sandbox/faults/{fault_id}/release")
+        except httpx.HTTPError as error:
+            self.tally.errors[f"release: {type(error).__name__}"] += 1
+
+    # -- one action ----------------------------------------------------------------------------
+
+    async def drive(self, plan: ActionPlan, began: float, slots: asyncio.Semaphore) -> None:
+        await asyncio.sleep(max(0.0, began + plan.start_s - time.monotonic()))
+        async with slots:
+            self.tally.started += 1
+            releases = []
+            for fault in plan.faults:
+                fault_id = await self.add_fault(
+                    plan, fault.body(plan.service, plan.operation_id), f"{fault.op}:{fault.mode}"
+                )
+                if fault_id and fault.release_after_s is not None:
+                    releases.append(asyncio.create_task(self.release_later(fault_id, fault.release_after_s)))
+            created = time.monotonic()
+            body = {
+                "operation_id": plan.operation_id,
+                "conversation_id": plan.conversation_id,
+                "kind": plan.kind,
+                "params": plan.params,
+                "authorized": plan.authorized,
+            }
+            await self.create(body, plan.create_wait_s)
+            for event in plan.events:
+                await asyncio.sleep(max(0.0, created + event.at_s - time.monotonic()))
+                await self.event(plan, event)
+            await asyncio.gather(*releases)
+            self.tally.finished += 1
+
+    async def create(self, body: dict[str, Any], wait_s: float) -> None:
+        # A client whose create went unanswered retries with the same operation id, as
+        # settled.client does: the repeat must meet the same action.
+        for attempt in range(CREATE_TRIES):
+            route = "create" if attempt == 0 else "create:retry"
+            response = await self.call("POST", "/v1/actions", route, json=body, params={"wait": wait_s})
+            if response is not None and response.status_code != 503:
+                return
+
+    async def event(self, plan: ActionPlan, event: Event) -> None:
+        op, conversation = plan.operation_id, plan.conversation_id
+        if event.type == "get":
+            await self.call("GET", f"/v1/actions/{op}", "get")
+        elif event.type in ("authorize", "cancel", "reconcile"):
+            await self.call("POST", f"/v1/actions/{op}/{event.type}", event.type, json={}, params={"wait": 1})
+        elif event.type == "presented":
+            said = self.tally.last.get(op, {}).get("say") or "Let me check on that."
+            completed = int(event.at_s * 1000) % 2 == 0  # seeded through the plan's timing
+            body = {"channel": "voice", "text": said, "completed": completed}
+            await self.call("POST", f"/v1/actions/{op}/presented", "presented", json=body)
+        elif event.type == "handoff":
+            await self.call("GET", f"/v1/conversations/{conversation}/handoff", "handoff")
+        else:
+            body = {
+                "interrupted": {"type": "interrupted", "channel": "voice"},
+                "channel_closed": {"type": "channel_closed", "channel": "voice", "reason": "dropped"},
+                "channel_opened": {"type": "channel_opened", "channel": "text"},
+            }[event.type]
+            await self.call("POST", f"/v1/conversations/{conversation}/events", event.type, json=body)
+
+    # -- the end -------------------------------------------------------------------------------
+
+    async def settle(self, plans: list[ActionPlan], timeout_s: float) -> list[dict[str, Any]]:
+        """Faults off, then bring every action to a settled state (bounded), and read each one last."""
+        await self.sandbox.delete("/_sandbox/faults")
+        by_id = {plan.operation_id: plan for plan in plans}
+        deadline = time.monotonic() + timeout_s
+        final: dict[str, dict[str, Any]] = {}
+        pending = list(by_id)
+        while pending and time.monotonic() < deadline:
+            answers = await asyncio.gather(*(self.settle_one(by_id[op]) for op in pending))
+            for op, status in zip(pending, answers, strict=True):
+                if status is not None:
+                    final[op] = status
+            pending = [op for op in pending if final.get(op, {}).get("state") not in SETTLED_STATES]
+            if pending:
+                await asyncio.sleep(SETTLE_ROUND_S)
+        return [final.get(op) or {"operation_id": op, "state": "unread"} for op in by_id]
+
+    async def settle_one(self, plan: ActionPlan) -> dict[str, Any] | None:
+        op = plan.operation_id
+        response = await self.call("GET", f"/v1/actions/{op}", "settle:get")
+        if response is None or not response.is_success:
+            return None
+        status: dict[str, Any] = response.json()
+        if status["state"] == "requested" and not status["authorized"]:
+            control = "authorize" if plan.authorize_at_end else "cancel"
+            response = await self.call("POST", f"/v1/actions/{op}/{control}", f"settle:{control}", json={})
+        elif status["state"] in ("running", "unknown"):
+            response = await self.call(
+                "POST", f"/v1/actions/{op}/reconcile", "settle:reconcile", params={"wait": 1}
+            )
+        return response.json() if response is not None and response.is_success else status
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    if not samples:
+        return {}
+    ordered = sorted(samples)
+    pick = lambda q: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)  # noqa: E731
+    return {"p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "max": round(ordered[-1], 1)}
+
+
+async def _progress(tally: Tally, total: int, stop: asyncio.Event) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("[bold]soak"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[line]}"),
+    )
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task("actions", total=total, line="")
+        while not stop.is_set():
+            live = tally.started - tally.finished
+            line = (
+                f"live {live} · requests {sum(tally.requests.values())} · answers {len(tally.observations)}"
+                f" · errors {sum(tally.errors.values())}"
+            )
+            progress.update(task, completed=tally.finished, line=line)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.25)
+        progress.update(task, completed=tally.finished)
+
+
+async def _fired_faults(sandbox: httpx.AsyncClient, added: dict[str, str]) -> dict[str, int]:
+    rows = (await sandbox.get("/_sandbox/requests")).json()["requests"]
+    return dict(Counter(added.get(row["fault"], row["fault"]) for row in rows if row.get("fault")))
+
+
+async def soak_against(
+    api_url: str, sandbox_url: str, config: SoakConfig, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Run the plan against a running stack; returns the report (violations included)."""
+    plans = make_plan(config.seed, config.actions, config.duration_s, config.poll_s)
+    tally = Tally()
+    limits = httpx.Limits(
+        max_connections=config.concurrency + 50, max_keepalive_connections=config.concurrency
+    )
+    show = config.progress if config.progress is not None else os.isatty(1)
+    async with (
+        httpx.AsyncClient(base_url=api_url, timeout=REQUEST_TIMEOUT_S, limits=limits) as api,
+        httpx.AsyncClient(base_url=sandbox_url, timeout=REQUEST_TIMEOUT_S, limits=limits) as sandbox,
+    ):
+        driver = Driver(api, sandbox, tally)
+        stop = asyncio.Event()
+        display = asyncio.create_task(_progress(tally, len(plans), stop)) if show else None
+        began = time.monotonic()
+        slots = asyncio.Semaphore(config.concurrency)
+        await asyncio.gather(*(driver.drive(plan, began, slots) for plan in plans))
+        load_s = time.monotonic() - began
+        say(f"soak: {len(plans)} actions driven in {load_s:.1f}s; settling")
+        final = await driver.settle(plans, config.settle_timeout_s)
+        settle_s = time.monotonic() - began - load_s
+        stop.set()
+        if display is not None:
+            await display
+        rows = (await sandbox.get("/_sandbox/records")).json()["records"]
+        fired = await _fired_faults(sandbox, tally.faults_added)
+        writes = (await sandbox.get("/_sandbox/requests", params={"op": "create"})).json()["requests"]
+    ids = [plan.operation_id for plan in plans]
+    verdict = judge(tally.observations, final, rows, ids)
+    counts = Counter(v.kind for v in verdict.violations)
+    return {
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+        "machine": {
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "system": platform.system(),
+        },
+        "load_phase_s": round(load_s, 1),
+        "settle_phase_s": round(settle_s, 1),
+        "actions": len(plans),
+        "conversations": len({plan.conversation_id for plan in plans}),
+        "kinds": dict(Counter(plan.kind for plan in plans)),
+        "requests": dict(tally.requests),
+        "api_requests": sum(tally.requests.values()),
+        "answers": len(tally.observations),
+        "claims": verdict.claims,
+        "http_statuses": dict(tally.statuses),
+        "errors": dict(tally.errors),
+        "latency_ms": {route: _percentiles(samples) for route, samples in sorted(tally.latency_ms.items())},
+        "faults_planned": planned_faults(plans),
+        "faults_injected": len(tally.faults_added),
+        "faults_fired": fired,
+        "faults_fired_total": sum(fired.values()),
+        "events": planned_events(plans),
+        "final_states": dict(
+            Counter(f"{s['state']}{' (compensated)' if s.get('compensated') else ''}" for s in final)
+        ),
+        "business_writes": len([row for row in writes if row.get("client_reference") in set(ids)]),
+        "records": sum(1 for row in rows if row.get("client_reference") in set(ids)),
+        "duplicates": counts.get("duplicate", 0),
+        "false_done": counts.get("false_done", 0),
+        "false_not_done": counts.get("false_not_done", 0),
+        "final_mismatches": counts.get("final_mismatch", 0),
+        "unsettled": counts.get("unsettled", 0),
+        "stale_done_while_reversing": verdict.stale_done_while_reversing,
+        "violation_count": len(verdict.violations),
+        "violations": [v.as_json() for v in verdict.violations],
+    }
+
+
+def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Start a stack of its own, soak it, stop it; write and return the report."""
+    temporary = config.data_dir is None
+    data_dir = Path(tempfile.mkdtemp(prefix="settled-soak-")) if temporary else Path(config.data_dir)
+    ports = Ports.free()
+    kinds = data_dir / "kinds.toml"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    kinds.write_text(KINDS_FILE.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
+    started = time.monotonic()
+    stack = Stack(data_dir, ports, config=kinds, ui=False)
+    stack.start()
+    say(f"soak: stack up in {time.monotonic() - started:.1f}s (logs in {data_dir / 'logs'})")
+    try:
+        report = asyncio.run(soak_against(stack.api_url, stack.sandbox_url, config, say))
+    finally:
+        stack.stop()
+    report["elapsed_s"] = round(time.monotonic() - started, 1)
+    if config.report is not None:
+        config.report.parent.mkdir(parents=True, exist_ok=True)
+        config.report.write_text(json.dumps(report, indent=2) + "\n")
+    if temporary and report["violation_count"] == 0:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    else:
+        report["data_dir"] = str(data_dir)
+    return report
+
+
+def summary(report: dict[str, Any]) -> str:
+    r = report
+    return (
+        f"{r['actions']} actions, {r['api_requests']} API requests,"
+        f" {r['answers']} answers checked ({r['claims']}),"
+        f" {r['faults_fired_total']} faults fired of {r['faults_injected']} injected,"
+        f" final {r['final_states']}; duplicates {r['duplicates']}, false done {r['false_done']},"
+        f" false not-done {r['false_not_done']}, final mismatches {r['final_mismatches']},"
+        f" unsettled {r['unsettled']}; {r['elapsed_s']}s in all"
+        f" (load {r['load_phase_s']}s, settle {r['settle_phase_s']}s)"
+    )
