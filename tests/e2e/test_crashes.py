@@ -1,0 +1,278 @@
+"""Processes SIGKILLed at chosen moments of a write, then restarted (issue #6, Jepsen-style: a write
+whose answer was lost is indeterminate, never failed).
+
+The moments are made exact with the sandbox, not with timing: a write is *held* at the service
+(applied on release, or not), or *hangs* after the service applied it; "the answer reached the worker
+but was not recorded" is a worker stopped with SIGSTOP while the held write is released and answered,
+then SIGKILLed. Throughout, a witness reads every action's status and keeps each answer with its time;
+afterwards every `done` must have followed a committed record and no `not_done` may have contradicted
+one. These tests run a stack of their own, so the session's stack is untouched.
+"""
+
+import asyncio
+import itertools
+import os
+import signal
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client
+
+from settled.identity import action_workflow_id
+from settled.stack import Child, Ports, Stack
+from tests.e2e.watch import ClaimWatcher
+from tests.helpers import BOOKING, KINDS, REFUND, Sandbox, create, new_id, wait_for, wait_state
+
+pytestmark = pytest.mark.timeout(300)
+
+# (kind, params, service): one kind the service deduplicates by Idempotency-Key, one it does not.
+CRASH_KINDS = [("room_booking", BOOKING, "bookings"), ("refund_nodedup", REFUND, "refunds")]
+# The moment of the kill -> the sandbox fault that makes it exact.
+POINTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "held_unapplied": ("hold", {"apply": False}),  # the request never takes effect
+    "held_then_applied": ("hold", {"apply": True}),  # it takes effect after the worker died
+    "applied_response_pending": ("hang", {"apply": True}),  # applied, the answer not sent yet
+    "response_sent_unrecorded": ("hold", {"apply": True}),  # answered to a stopped worker
+}
+HELD = ("held_unapplied", "held_then_applied")
+TAKEOVER_S = 60.0
+
+
+def crash_stack(data_dir: Path) -> Stack:
+    """The test kinds with a long dispatch timeout: the worker must still be waiting on the held request
+    when it is killed, not have given up on its own after a second."""
+    ports = Ports.free()
+    kinds = data_dir / "kinds.toml"
+    text = KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}")
+    kinds.write_text(text.replace("timeout_s = 1.0", "timeout_s = 20.0"))
+    return Stack(data_dir, ports, config=kinds, ui=False).start()
+
+
+@pytest.fixture(scope="module")
+def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = crash_stack(tmp_path_factory.mktemp("crashes"))
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def crash_api(crash: Stack) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=crash.api_url, timeout=40) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def crash_sandbox(crash: Stack) -> Iterator[Sandbox]:
+    with httpx.Client(base_url=crash.sandbox_url, timeout=10) as client:
+        yield Sandbox(client)
+
+
+@pytest.fixture(autouse=True)
+def _faults_cleared(crash_sandbox: Sandbox) -> Iterator[None]:
+    yield
+    crash_sandbox.clear_faults()
+
+
+@dataclass
+class Armed:
+    point: str
+    kind: str
+    operation_id: str
+    fault_id: str
+
+
+def _first_write(sandbox: Sandbox, op: str) -> dict[str, Any]:
+    return sandbox.writes(op)[0]
+
+
+# A create answered at once (the write goes through an activity), and one whose caller waits for the
+# outcome (settled may then send a deduplicated write inside the workflow task, a local activity).
+CREATE_WAITS = (0.0, 25.0)
+
+
+def arm(api: httpx.Client, sandbox: Sandbox, watcher: ClaimWatcher, pool: ThreadPoolExecutor) -> list[Armed]:
+    """One authorized action per (moment, kind, create wait), each stopped at its moment inside the
+    sandbox. A waiting create's answer, if any, is seen by the witness like any other."""
+    armed = []
+    for point, (mode, extra) in POINTS.items():
+        for (kind, params, service), wait in itertools.product(CRASH_KINDS, CREATE_WAITS):
+            op = new_id(point.replace("_", "-"))
+            fault_id = sandbox.fault(service, "create", mode, op, **extra)
+            watcher.watch(op)
+            if wait:
+                pool.submit(_send_create, api.base_url, kind, params, op, new_id("conv"), wait)
+            else:
+                assert create(api, kind, params, operation_id=op, authorized=True).status_code == 201
+            armed.append(Armed(point, kind, op, fault_id))
+    for item in armed:
+        if POINTS[item.point][0] == "hold":
+            sandbox.wait_held(item.operation_id)
+        else:
+            wait_for(
+                lambda op=item.operation_id: (sandbox.writes(op) or [{}])[0].get("outcome") == "hanging",
+                what=f"{item.operation_id} applied and hanging",
+            )
+            assert len(sandbox.records(item.operation_id)) == 1
+    return armed
+
+
+def kill_mid_dispatch(victim: Child, sandbox: Sandbox, armed: list[Armed]) -> None:
+    """Stop the worker, let the service answer the writes it will never record, then SIGKILL it."""
+    os.killpg(victim.popen.pid, signal.SIGSTOP)
+    unrecorded = [item for item in armed if item.point == "response_sent_unrecorded"]
+    for item in unrecorded:
+        sandbox.release(item.fault_id)
+    for item in unrecorded:
+        wait_for(
+            lambda op=item.operation_id: _first_write(sandbox, op)["status"] == 201,
+            what=f"the answer for {item.operation_id} sent to the stopped worker",
+        )
+    victim.kill()
+    for item in armed:
+        if item.point == "applied_response_pending":  # the service saw its client go
+            wait_for(lambda op=item.operation_id: _first_write(sandbox, op)["state"] == "done")
+
+
+def converge(api: httpx.Client, sandbox: Sandbox, watcher: ClaimWatcher, armed: list[Armed]) -> None:
+    # While a held write is still in flight, whoever takes over must ask again (a lookup, or a keyed
+    # re-send), and must not conclude "not applied" from it.
+    for item in armed:
+        if item.point in HELD:
+            first = _first_write(sandbox, item.operation_id)["seq"]
+            wait_for(
+                lambda op=item.operation_id, first=first: any(
+                    r["seq"] > first and r["state"] == "done" for r in sandbox.requests(op)
+                ),
+                TAKEOVER_S,
+                f"{item.operation_id} asked about again while its write was held",
+            )
+    for item in armed:
+        if item.point in HELD:
+            sandbox.release(item.fault_id)
+    for item in armed:
+        op = item.operation_id
+        action = wait_state(api, op, "confirmed", "failed", "cancelled", timeout_s=TAKEOVER_S)
+        records = sandbox.records(op)
+        assert (action["state"], len(records)) == ("confirmed", 1), (item, action, records)
+        assert action["business_ref"] == records[0]["id"]
+        if item.kind == "refund_nodedup" and item.point != "held_unapplied":
+            # Applied: without deduplication only a lookup may settle it, never a second request.
+            assert len(sandbox.writes(op)) == 1, (item, sandbox.writes(op))
+    verdict = watcher.verdict(api, sandbox.http)
+    assert verdict.violations == [], verdict.violations
+    assert verdict.claims.get("done", 0) > 0 and sum(verdict.claims.values()) > len(armed)
+
+
+def _polling(stack: Stack, name: str) -> bool:
+    log = stack.data_dir / "logs" / f"{name}.log"
+    return log.exists() and "settled worker: polling" in log.read_text()
+
+
+ARMED = len(POINTS) * len(CRASH_KINDS) * len(CREATE_WAITS)
+
+
+def test_one_worker_killed_at_each_moment_of_a_dispatch_then_restarted(
+    crash: Stack, crash_api: httpx.Client, crash_sandbox: Sandbox
+) -> None:
+    with ClaimWatcher(crash.api_url) as watcher, ThreadPoolExecutor(ARMED) as pool:
+        armed = arm(crash_api, crash_sandbox, watcher, pool)
+        kill_mid_dispatch(crash.children["worker"], crash_sandbox, armed)
+        crash.start_worker()
+        converge(crash_api, crash_sandbox, watcher, armed)
+
+
+def test_two_workers_one_killed_at_each_moment_the_other_takes_over(
+    crash: Stack, crash_api: httpx.Client, crash_sandbox: Sandbox
+) -> None:
+    with ClaimWatcher(crash.api_url) as watcher, ThreadPoolExecutor(ARMED) as pool:
+        # Every write is dispatched by the first worker (the only one then), so the kill hits them all.
+        armed = arm(crash_api, crash_sandbox, watcher, pool)
+        crash.start_worker("worker-2")
+        try:
+            wait_for(lambda: _polling(crash, "worker-2"), 30, "the second worker to poll")
+            kill_mid_dispatch(crash.children["worker"], crash_sandbox, armed)
+            converge(crash_api, crash_sandbox, watcher, armed)
+        finally:
+            crash.start_worker()
+            crash.children["worker-2"].stop()
+
+
+def _send_create(
+    api_url: str | httpx.URL, kind: str, params: dict, op: str, conversation: str, wait: float
+) -> int | str:
+    """A create from a client of its own; the status code, or the error if the API died under it."""
+    with httpx.Client(base_url=api_url, timeout=40) as client:
+        try:
+            return create(
+                client,
+                kind,
+                params,
+                operation_id=op,
+                conversation_id=conversation,
+                authorized=True,
+                wait=wait,
+            ).status_code
+        except httpx.HTTPError as error:
+            return type(error).__name__
+
+
+async def _executions(stack: Stack, ops: list[str]) -> dict[str, int]:
+    client = await Client.connect(stack.temporal_address)
+    counts = {}
+    for op in ops:
+        query = f"WorkflowId = '{action_workflow_id(None, op)}'"
+        counts[op] = len([run async for run in client.list_workflows(query)])
+    return counts
+
+
+def test_the_api_killed_with_creates_in_flight_and_retried_makes_nothing_twice(
+    crash: Stack, crash_api: httpx.Client, crash_sandbox: Sandbox
+) -> None:
+    conversation = new_id("conv")
+    held = {new_id("held"): (kind, params, service) for kind, params, service in CRASH_KINDS * 3}
+    burst = {new_id("burst"): (kind, params, service) for kind, params, service in CRASH_KINDS * 5}
+    faults = [
+        crash_sandbox.fault(service, "create", "hold", op, apply=True) for op, (_, _, service) in held.items()
+    ]
+    every = {**held, **burst}
+    with ClaimWatcher(crash.api_url, list(every)) as watcher, ThreadPoolExecutor(len(every)) as pool:
+        first: dict[str, Future[int | str]] = {
+            op: pool.submit(_send_create, crash.api_url, kind, params, op, conversation, 20)
+            for op, (kind, params, _) in held.items()
+        }
+        for op in held:
+            crash_sandbox.wait_held(op)  # the API is now waiting on each of these updates
+        first |= {
+            op: pool.submit(_send_create, crash.api_url, kind, params, op, conversation, 5)
+            for op, (kind, params, _) in burst.items()
+        }
+        crash.children["api"].kill()
+        answers = {op: future.result() for op, future in first.items()}
+        assert all(not isinstance(answers[op], int) for op in held), answers  # they died with the API
+        crash.start_api()
+
+        for op, (kind, params, _) in every.items():
+            again = create(
+                crash_api, kind, params, operation_id=op, conversation_id=conversation, authorized=True
+            )
+            # 201 only if the first try never reached Temporal; a held write proves that it did.
+            assert again.status_code in ((200,) if op in held else (200, 201)), again.text
+            assert again.json()["operation_id"] == op
+        for fault_id in faults:
+            crash_sandbox.release(fault_id)
+        for op, (kind, _, _) in every.items():
+            action = wait_state(crash_api, op, "confirmed", timeout_s=TAKEOVER_S)
+            writes = crash_sandbox.writes(op)
+            assert len(crash_sandbox.records(op)) == 1 and action["attempts"] >= len(writes)
+            if kind == "refund_nodedup":  # a keyed write held past its timeout is re-sent with its key
+                assert (action["attempts"], len(writes)) == (1, 1), (action["history"], writes)
+        verdict = watcher.verdict(crash_api, crash_sandbox.http)
+    assert verdict.violations == [], verdict.violations
+    assert set(asyncio.run(_executions(crash, list(every))).values()) == {1}
+    tracked = crash_api.get(f"/v1/conversations/{conversation}/handoff").json()["actions"]
+    assert sorted(a["operation_id"] for a in tracked) == sorted(every)
