@@ -265,20 +265,34 @@ def test_encoded_slashes_in_a_path_id_reach_no_route(
     _error(response, 404, "not_found")
 
 
-def test_a_malformed_path_id_never_reaches_temporal() -> None:
+@pytest.mark.parametrize("credential", ["none", "api key", "page link"])
+def test_a_malformed_path_id_never_reaches_temporal(credential: str) -> None:
     """Against an app whose Temporal is unreachable: a good id is a 503 (it tried), a bad one a 422
-    (it did not), on every route."""
+    (it did not), on every route — also with a page link, whose action routes look the action up."""
     from api.app import create_app
+    from api.page.links import mint_link
     from settled.config import Settings
 
-    app = create_app(Settings.from_env({"SETTLED_TEMPORAL_ADDRESS": "127.0.0.1:1"}))
-    with TestClient(app) as client:
+    key = "acme-key-0123456789"
+    env = {"SETTLED_TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    if credential != "none":
+        env["SETTLED_API_KEYS"] = f"acme:{key}"
+    settings = Settings.from_env(env)
+    bearer = {"none": "", "api key": key, "page link": ""}[credential]
+    if credential == "page link":  # for the conversation "op-1" that the good ids below name
+        bearer = mint_link(settings, "op-1", "acme").split("?t=", 1)[1]
+    headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+    with TestClient(create_app(settings)) as client:
         for method, path, body in ACTION_ROUTES + CONVERSATION_ROUTES:
             names = "operation_id" if path.startswith("/v1/actions") else "conversation_id"
-            bad = client.request(method, path.format(id="op%0Ax"), json=body)
+            bad = client.request(method, path.format(id="op%0Ax"), json=body, headers=headers)
             assert bad.status_code == 422 and names in bad.json()["error"]["message"], (path, bad.text)
-            good = client.request(method, path.format(id="op-1"), json=body)
-            assert good.json()["error"]["code"] == "temporal_unavailable", (path, good.text)
+            good = client.request(method, path.format(id="op-1"), json=body, headers=headers)
+            # A page link does not open amend: refused before Temporal too, as it should be.
+            expected = (
+                "unauthorized" if credential == "page link" and "amend" in path else "temporal_unavailable"
+            )
+            assert good.json()["error"]["code"] == expected, (path, good.text)
 
 
 # -- controls and events on existing records ------------------------------------------------------------
