@@ -14,6 +14,23 @@ from bench.runner import run_bench
 from settled.stack import SQLITE_PRAGMAS
 
 
+def _assignment(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("burst sizes must be at least 1")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--tiny", action="store_true", help="a few samples each: proves it works (CI)")
@@ -21,7 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--throughput-s", type=float, help="seconds of the sustained-throughput run")
     parser.add_argument("--sequential", type=int, help="samples of the bare and the durable call")
     parser.add_argument(
-        "--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment for the stack"
+        "--env",
+        action="append",
+        type=_assignment,
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment for the stack",
     )
     parser.add_argument(
         "--sqlite-pragmas",
@@ -29,13 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         f"default {','.join(SQLITE_PRAGMAS)}",
     )
     parser.add_argument("--workers", type=int, default=1, help="worker processes on the task queue")
+    parser.add_argument("--loads", type=_sizes, help="burst sizes, comma-separated (default 10,100,1000)")
     args = parser.parse_args(argv)
     sizes = Sizes.tiny() if args.tiny else Sizes()
     if args.throughput_s is not None:
         sizes = replace(sizes, throughput_s=args.throughput_s)
     if args.sequential is not None:
         sizes = replace(sizes, sequential=args.sequential)
-    extra_env = dict(item.split("=", 1) for item in args.env)
+    if args.loads is not None:
+        sizes = replace(sizes, loads=args.loads)
+    extra_env = dict(args.env)
 
     console = Console(stderr=True)
     pragmas = SQLITE_PRAGMAS
