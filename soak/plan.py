@@ -33,6 +33,8 @@ CREATE_FAULTS: dict[str | None, int] = {
     "reject": 4,
 }
 ERROR_STATUSES = (500, 502, 503)
+POLL_BACKOFF = 1.3
+POLL_MAX_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -137,25 +139,34 @@ def _events(rng: random.Random, lifetime_s: float, waits_for_go_ahead: bool, pol
     ]
     if waits_for_go_ahead and rng.random() < 0.75:
         events.append(Event(round(rng.uniform(0, lifetime_s * 0.6), 3), "authorize"))
-    at = rng.uniform(0, poll_s)
+    # A client checks often at first, when things happen, then less and less.
+    at, step = rng.uniform(0, poll_s), poll_s
     while at < lifetime_s:
         events.append(Event(round(at, 3), "get"))
-        at += rng.uniform(poll_s * 0.5, poll_s * 1.5)
+        at += rng.uniform(step * 0.5, step * 1.5)
+        step = min(step * POLL_BACKOFF, POLL_MAX_S)
     return sorted(events, key=lambda event: event.at_s)
 
 
 def make_plan(
-    seed: int, actions: int, duration_s: float, poll_s: float = 1.5, actions_per_conversation: int = 3
+    seed: int,
+    actions: int,
+    duration_s: float,
+    concurrency: int,
+    poll_s: float = 1.5,
+    actions_per_conversation: int = 3,
 ) -> list[ActionPlan]:
+    """Actions start at random over the duration and each lives long enough that about
+    `concurrency` of them are live at any moment."""
     rng = random.Random(seed)
     conversations = max(1, actions // actions_per_conversation)
-    max_lifetime = max(2.0, min(30.0, duration_s * 0.5))
+    mean_lifetime = min(max(2.0, concurrency * duration_s / actions), duration_s)
     plans = []
     for index in range(actions):
         kind = _weighted(rng, KIND_WEIGHTS)
         needs_go_ahead = KINDS[kind].needs_authorization
         authorized = not needs_go_ahead or rng.random() < 0.4
-        lifetime = round(rng.uniform(min(2.0, max_lifetime), max_lifetime), 3)
+        lifetime = round(min(duration_s, rng.uniform(0.5, 1.5) * mean_lifetime), 3)
         create_fault = _create_fault(rng)
         faults = ([create_fault] if create_fault else []) + _side_faults(rng, kind)
         plans.append(

@@ -36,7 +36,7 @@ class SoakConfig:
     concurrency: int = 100
     duration_s: float = 20.0
     seed: int = 1
-    poll_s: float = 1.5  # each live action's status is read about this often
+    poll_s: float = 1.5  # a live action's status is first read about this often, then less
     settle_timeout_s: float = 90.0
     data_dir: Path | None = None  # default: a temporary folder, removed after a clean run
     report: Path | None = None
@@ -239,7 +239,7 @@ async def soak_against(
     api_url: str, sandbox_url: str, config: SoakConfig, say: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Run the plan against a running stack; returns the report (violations included)."""
-    plans = make_plan(config.seed, config.actions, config.duration_s, config.poll_s)
+    plans = make_plan(config.seed, config.actions, config.duration_s, config.concurrency, config.poll_s)
     tally = Tally()
     limits = httpx.Limits(
         max_connections=config.concurrency + 50, max_keepalive_connections=config.concurrency
