@@ -68,6 +68,8 @@ class Run:
             "authorized": authorized,
         }
         response = await self.api.post("/v1/actions", json=body, params={"wait": wait})
+        if response.status_code == 503:  # not answered within the wait (a backlog): counted, not fatal
+            return {"operation_id": operation_id, "state": "unanswered"}
         if response.status_code not in (200, 201):
             raise BenchError(f"create {operation_id}: {response.status_code} {response.text[:200]}")
         return response.json()
@@ -194,7 +196,7 @@ async def settle(run: Run, ids: list[str], timeout_s: float = 60) -> dict[str, i
     while pending and time.perf_counter() < deadline:
         answers = await gather_limited([lambda op=op: run.api.get(f"/v1/actions/{op}") for op in pending], 16)
         for op, answer in zip(pending, answers, strict=True):
-            states[op] = answer.json()["state"]
+            states[op] = answer.json()["state"] if answer.status_code == 200 else f"http {answer.status_code}"
         pending = [op for op in pending if states[op] in ("requested", "running")]
         if pending:
             await asyncio.sleep(0.2)  # a bounded poll of the API, not a wait in a test

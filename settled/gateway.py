@@ -17,6 +17,7 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
 from temporalio.common import (
@@ -56,6 +57,8 @@ from workflows.messages import (
 )
 
 T = TypeVar("T")
+# How long past a caller's wait an answer from Temporal may take before the caller is told to retry.
+ANSWER_GRACE_S = 8.0
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
 NOOP_WAIT_POLL_S = 0.02
 HTTP_STATUS = {
@@ -178,7 +181,8 @@ class Gateway:
             registered = await self._guard(
                 lambda: self.client.execute_update_with_start_workflow(
                     ActionWorkflow.register, register, start_workflow_operation=start
-                )
+                ),
+                wait_s,
             )
         except WorkflowAlreadyStartedError:
             await tracking
@@ -227,7 +231,7 @@ class Gateway:
     ) -> ActionStatus:
         handle = self._action(tenant, operation_id)
         try:
-            return await self._guard(lambda: handle.execute_update(update, arg))
+            return await self._guard(lambda: handle.execute_update(update, arg), getattr(arg, "wait_s", 0.0))
         except SettledError as error:
             if error.code == "noop":
                 # Nothing to change, but a caller who asked to wait still gets the verified outcome.
@@ -378,9 +382,18 @@ class Gateway:
 
     # -- error mapping -------------------------------------------------------------------------
 
-    async def _guard(self, call: Callable[[], Awaitable[T]]) -> T:
+    async def _guard(self, call: Callable[[], Awaitable[T]], wait_s: float = 0.0) -> T:
+        """Run a Temporal call and map its failures to the contract's codes. A call is answered within
+        the caller's wait plus a grace: an update is answered only once a worker has run it, which
+        under a backlog can be long after; the caller is then told to retry, not kept hanging."""
         try:
-            return await call()
+            return await asyncio.wait_for(call(), wait_s + ANSWER_GRACE_S)
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+            raise SettledError(
+                "temporal_unavailable",
+                f"Temporal did not answer within {wait_s + ANSWER_GRACE_S:g}s (busy); the call may have "
+                "been recorded: repeat it (with the same operation_id) to learn the state",
+            ) from None
         except WorkflowUpdateFailedError as error:
             cause = error.cause
             if isinstance(cause, ApplicationError) and cause.type:

@@ -1,0 +1,47 @@
+"""When no worker runs an update in time (a backlog, a stalled worker), the API still answers within
+the caller's wait plus a bounded grace, says so plainly, and a retry with the same operation id
+meets the same action: nothing is lost and nothing is written twice."""
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from settled.gateway import ANSWER_GRACE_S
+from settled.stack import Stack
+from tests.helpers import BOOKING, Sandbox, create, new_id, start_stack
+
+
+@pytest.fixture(scope="module")
+def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = start_stack(tmp_path_factory.mktemp("backlog"))
+    yield stack
+    stack.stop()
+
+
+def test_a_stalled_worker_gets_the_caller_a_bounded_answer_and_the_retry_the_truth(own_stack: Stack) -> None:
+    worker = own_stack.children["worker"].popen
+    operation_id = new_id()
+    with (
+        httpx.Client(base_url=own_stack.api_url, timeout=60) as api,
+        httpx.Client(base_url=own_stack.sandbox_url, timeout=10) as sandbox_http,
+    ):
+        os.killpg(worker.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            stalled = create(api, "room_booking", BOOKING, operation_id=operation_id, authorized=True, wait=1)
+            elapsed = time.monotonic() - started
+        finally:
+            os.killpg(worker.pid, signal.SIGCONT)
+        assert stalled.status_code == 503, stalled.text
+        assert stalled.json()["error"]["code"] == "temporal_unavailable"
+        assert "same operation_id" in stalled.json()["error"]["message"]
+        assert 1 + ANSWER_GRACE_S - 0.5 <= elapsed < 1 + ANSWER_GRACE_S + 5
+
+        retried = create(api, "room_booking", BOOKING, operation_id=operation_id, authorized=True, wait=25)
+        assert retried.status_code in (200, 201), retried.text
+        assert retried.json()["state"] == "confirmed"
+        assert len(Sandbox(sandbox_http).records(operation_id)) == 1
