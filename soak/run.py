@@ -15,6 +15,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ class Tally:
     faults_added: dict[str, str] = field(default_factory=dict)  # sandbox fault id -> op:mode
     started: int = 0
     finished: int = 0
+    most_live: int = 0  # the most action scripts running at once
     last: dict[str, dict[str, Any]] = field(default_factory=dict)  # operation id -> latest status
 
     def observe(self, status: dict[str, Any], sent: float, received: float, route: str) -> None:
@@ -110,7 +112,9 @@ class Driver:
     async def drive(self, plan: ActionPlan, began: float, slots: asyncio.Semaphore) -> None:
         await asyncio.sleep(max(0.0, began + plan.start_s - time.monotonic()))
         async with slots:
-            self.tally.started += 1
+            tally = self.tally
+            tally.started += 1
+            tally.most_live = max(tally.most_live, tally.started - tally.finished)
             releases = []
             for fault in plan.faults:
                 fault_id = await self.add_fault(
@@ -252,7 +256,7 @@ async def soak_against(
         driver = Driver(api, sandbox, tally)
         stop = asyncio.Event()
         display = asyncio.create_task(_progress(tally, len(plans), stop)) if show else None
-        began = time.monotonic()
+        began, began_wall = time.monotonic(), time.time()
         slots = asyncio.Semaphore(config.concurrency)
         await asyncio.gather(*(driver.drive(plan, began, slots) for plan in plans))
         load_s = time.monotonic() - began
@@ -275,7 +279,9 @@ async def soak_against(
             "python": platform.python_version(),
             "system": platform.system(),
         },
+        "started_at": datetime.fromtimestamp(began_wall, UTC).isoformat(timespec="seconds"),
         "load_phase_s": round(load_s, 1),
+        "most_live_actions": tally.most_live,
         "settle_phase_s": round(settle_s, 1),
         "actions": len(plans),
         "conversations": len({plan.conversation_id for plan in plans}),
@@ -338,7 +344,7 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> dict[str
 def summary(report: dict[str, Any]) -> str:
     r = report
     return (
-        f"{r['actions']} actions, {r['api_requests']} API requests,"
+        f"{r['actions']} actions ({r['most_live_actions']} live at most), {r['api_requests']} API requests,"
         f" {r['answers']} answers checked ({r['claims']}),"
         f" {r['faults_fired_total']} faults fired of {r['faults_injected']} injected,"
         f" final {r['final_states']}; duplicates {r['duplicates']}, false done {r['false_done']},"
