@@ -28,6 +28,7 @@ KNOWN_VARIABLES = (
     "SETTLED_CODEC_CORS_ORIGINS",
     "SETTLED_WORKER_METRICS_PORT",
     "SETTLED_RATE_LIMIT",
+    "SETTLED_WORKER_CACHED_WORKFLOWS",
 )
 _TEST_VARIABLES = ("SETTLED_KEEP_LOGS", "SETTLED_UPDATE_SCREENSHOTS")
 
@@ -75,6 +76,9 @@ class Settings:
     codec_cors_origins: list[str] = field(default_factory=list)
     # Where the worker serves Prometheus metrics (/metrics); None: not served.
     worker_metrics_port: int | None = None
+    # Workflows a worker keeps in memory between their tasks: fewer costs a replay when an evicted
+    # one wakes, more costs resident memory (docs/performance.md). Status reads never need it.
+    worker_cached_workflows: int = 500
     # Requests per tenant (per client address without API keys); None: no limit.
     rate_limit: RateLimit | None = field(default_factory=lambda: parse_rate_limit(DEFAULT_RATE_LIMIT))
 
@@ -112,8 +116,14 @@ class Settings:
         metrics_port = env.get("SETTLED_WORKER_METRICS_PORT", "").strip()
         if metrics_port and not (metrics_port.isdigit() and 0 < int(metrics_port) < 65536):
             raise SettingsError(f"SETTLED_WORKER_METRICS_PORT={metrics_port!r}: expected a port number")
+        cached = env.get("SETTLED_WORKER_CACHED_WORKFLOWS", str(cls.worker_cached_workflows)).strip()
+        if not (cached.isdigit() and 1 <= int(cached) <= 1_000_000):
+            raise SettingsError(
+                f"SETTLED_WORKER_CACHED_WORKFLOWS={cached!r}: expected a number of workflows, 1 to 1000000"
+            )
         return cls(
             worker_metrics_port=int(metrics_port) if metrics_port else None,
+            worker_cached_workflows=int(cached),
             temporal_address=address,
             namespace=namespace,
             config_path=config_path,

@@ -38,7 +38,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     )
 
 
-def build_worker(client: Client, http: httpx.AsyncClient) -> Worker:
+def build_worker(client: Client, http: httpx.AsyncClient, cached_workflows: int = 500) -> Worker:
     return Worker(
         client,
         task_queue=TASK_QUEUE,
@@ -46,6 +46,7 @@ def build_worker(client: Client, http: httpx.AsyncClient) -> Worker:
         activities=BusinessActivities(http).all(),
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
+        max_cached_workflows=cached_workflows,
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
 
@@ -64,7 +65,7 @@ async def run(settings: Settings) -> None:
     client = await connect(settings, _runtime(settings))
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     async with httpx.AsyncClient(limits=limits) as http:
-        worker = build_worker(client, http)
+        worker = build_worker(client, http, settings.worker_cached_workflows)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

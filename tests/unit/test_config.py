@@ -50,6 +50,8 @@ dispatch = { method = "POST", url = "http://127.0.0.1:8100/refunds" }
         ("SETTLED_CODEC_CORS_ORIGINS", "127.0.0.1:8233", "not an origin"),
         ("SETTLED_WORKER_METRICS_PORT", "70000", "port number"),
         ("SETTLED_WORKER_METRICS_PORT", "metrics", "port number"),
+        ("SETTLED_WORKER_CACHED_WORKFLOWS", "0", "1 to 1000000"),
+        ("SETTLED_WORKER_CACHED_WORKFLOWS", "many", "1 to 1000000"),
         ("SETTLED_RATE_LIMIT", "fast", "N/s"),
         ("SETTLED_RATE_LIMIT", "100", "N/s"),
         ("SETTLED_RATE_LIMIT", "0/s", "more than 0"),
