@@ -20,7 +20,11 @@ COPY sandbox ./sandbox
 COPY drill ./drill
 COPY adapters ./adapters
 # The runtime dependencies only: no test or framework extras.
-RUN pip install . && rm -rf /src
+# Bytecode for everything installed: the workflow sandbox re-imports the workflow modules for every
+# workflow, and the installed tree is read-only at run time.
+RUN pip install . \
+    && python -m compileall -q "$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+    && rm -rf /src
 
 # An unprivileged user: the installed code is root's and read-only to it; only its home is writable.
 RUN useradd --system --uid 10001 --create-home --home-dir /home/settled --shell /usr/sbin/nologin settled

@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import signal
+import sys
 from datetime import timedelta
 
 import httpx
@@ -77,6 +78,9 @@ async def run(settings: Settings) -> None:
 
 
 def main() -> None:
+    # The workflow sandbox imports the workflow modules anew for every workflow it starts: from
+    # bytecode, not from source, even where PYTHONDONTWRITEBYTECODE is set (docs/performance.md).
+    sys.dont_write_bytecode = False
     configure_logs("worker")
     asyncio.run(run(Settings.from_env()))
 
