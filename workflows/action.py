@@ -139,29 +139,22 @@ class ActionWorkflow:
         self, name: str, result_type: type[T], retry: RetryPolicy, summary: str, lost: Callable[[str], T]
     ) -> T:
         """Run a business activity; `lost` says what it means if it never finished (worker died, timeout)."""
-        timeout = timedelta(seconds=self._record.kind.timeout_s + 5)
+        options = {
+            "result_type": result_type,
+            "start_to_close_timeout": timedelta(seconds=self._record.kind.timeout_s + 5),
+            "retry_policy": retry,
+            "summary": summary,
+        }
         try:
             if self._record.in_task(name, workflow.now()):
                 self._calling_in_task = True
                 try:
-                    return await workflow.execute_local_activity(
-                        name,
-                        self._call(),
-                        result_type=result_type,
-                        start_to_close_timeout=timeout,
-                        retry_policy=retry,
-                        summary=summary,
-                    )
+                    return await workflow.execute_local_activity(name, self._call(), **options)
                 finally:
                     self._calling_in_task = False
+            # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
             return await workflow.execute_activity(
-                name,
-                self._call(),
-                result_type=result_type,
-                start_to_close_timeout=timeout,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=retry,
-                summary=summary,
+                name, self._call(), heartbeat_timeout=HEARTBEAT_TIMEOUT, **options
             )
         except ActivityError as error:
             return lost(str(error.cause))
