@@ -16,7 +16,6 @@ import signal
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,9 +23,10 @@ import pytest
 from temporalio.client import Client
 
 from settled.identity import action_workflow_id
-from settled.stack import Child, Ports, Stack
+from settled.stack import Child, Stack
+from tests.e2e.conftest import TAKEOVER_S
 from tests.e2e.watch import ClaimWatcher
-from tests.helpers import BOOKING, KINDS, REFUND, Sandbox, create, new_id, wait_for, wait_state
+from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, wait_for, wait_state
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,42 +40,12 @@ POINTS: dict[str, tuple[str, dict[str, Any]]] = {
     "response_sent_unrecorded": ("hold", {"apply": True}),  # answered to a stopped worker
 }
 HELD = ("held_unapplied", "held_then_applied")
-TAKEOVER_S = 60.0
-
-
-def crash_stack(data_dir: Path) -> Stack:
-    """The test kinds with a long dispatch timeout: the worker must still be waiting on the held request
-    when it is killed, not have given up on its own after a second."""
-    ports = Ports.free()
-    kinds = data_dir / "kinds.toml"
-    text = KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}")
-    kinds.write_text(text.replace("timeout_s = 1.0", "timeout_s = 20.0"))
-    return Stack(data_dir, ports, config=kinds, ui=False).start()
-
-
-@pytest.fixture(scope="module")
-def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = crash_stack(tmp_path_factory.mktemp("crashes"))
-    yield stack
-    stack.stop()
-
-
-@pytest.fixture(scope="module")
-def crash_api(crash: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=crash.api_url, timeout=40) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def crash_sandbox(crash: Stack) -> Iterator[Sandbox]:
-    with httpx.Client(base_url=crash.sandbox_url, timeout=10) as client:
-        yield Sandbox(client)
 
 
 @pytest.fixture(autouse=True)
-def _faults_cleared(crash_sandbox: Sandbox) -> Iterator[None]:
+def _faults_cleared(module_sandbox: Sandbox) -> Iterator[None]:
     yield
-    crash_sandbox.clear_faults()
+    module_sandbox.clear_faults()
 
 
 @dataclass
@@ -177,29 +147,29 @@ ARMED = len(POINTS) * len(CRASH_KINDS) * len(CREATE_WAITS)
 
 
 def test_one_worker_killed_at_each_moment_of_a_dispatch_then_restarted(
-    crash: Stack, crash_api: httpx.Client, crash_sandbox: Sandbox
+    module_stack: Stack, module_api: httpx.Client, module_sandbox: Sandbox
 ) -> None:
-    with ClaimWatcher(crash.api_url) as watcher, ThreadPoolExecutor(ARMED) as pool:
-        armed = arm(crash_api, crash_sandbox, watcher, pool)
-        kill_mid_dispatch(crash.children["worker"], crash_sandbox, armed)
-        crash.start_worker()
-        converge(crash_api, crash_sandbox, watcher, armed)
+    with ClaimWatcher(module_stack.api_url) as watcher, ThreadPoolExecutor(ARMED) as pool:
+        armed = arm(module_api, module_sandbox, watcher, pool)
+        kill_mid_dispatch(module_stack.children["worker"], module_sandbox, armed)
+        module_stack.start_worker()
+        converge(module_api, module_sandbox, watcher, armed)
 
 
 def test_two_workers_one_killed_at_each_moment_the_other_takes_over(
-    crash: Stack, crash_api: httpx.Client, crash_sandbox: Sandbox
+    module_stack: Stack, module_api: httpx.Client, module_sandbox: Sandbox
 ) -> None:
-    with ClaimWatcher(crash.api_url) as watcher, ThreadPoolExecutor(ARMED) as pool:
+    with ClaimWatcher(module_stack.api_url) as watcher, ThreadPoolExecutor(ARMED) as pool:
         # Every write is dispatched by the first worker (the only one then), so the kill hits them all.
-        armed = arm(crash_api, crash_sandbox, watcher, pool)
-        crash.start_worker("worker-2")
+        armed = arm(module_api, module_sandbox, watcher, pool)
+        module_stack.start_worker("worker-2")
         try:
-            wait_for(lambda: _polling(crash, "worker-2"), 30, "the second worker to poll")
-            kill_mid_dispatch(crash.children["worker"], crash_sandbox, armed)
-            converge(crash_api, crash_sandbox, watcher, armed)
+            wait_for(lambda: _polling(module_stack, "worker-2"), 30, "the second worker to poll")
+            kill_mid_dispatch(module_stack.children["worker"], module_sandbox, armed)
+            converge(module_api, module_sandbox, watcher, armed)
         finally:
-            crash.start_worker()
-            crash.children["worker-2"].stop()
+            module_stack.start_worker()
+            module_stack.children["worker-2"].stop()
 
 
 def _send_create(
@@ -243,46 +213,47 @@ async def _executions(stack: Stack, ops: list[str]) -> dict[str, int]:
 
 
 def test_the_api_killed_with_creates_in_flight_and_retried_makes_nothing_twice(
-    crash: Stack, crash_api: httpx.Client, crash_sandbox: Sandbox
+    module_stack: Stack, module_api: httpx.Client, module_sandbox: Sandbox
 ) -> None:
     conversation = new_id("conv")
     held = {new_id("held"): (kind, params, service) for kind, params, service in CRASH_KINDS * 3}
     burst = {new_id("burst"): (kind, params, service) for kind, params, service in CRASH_KINDS * 5}
     faults = [
-        crash_sandbox.fault(service, "create", "hold", op, apply=True) for op, (_, _, service) in held.items()
+        module_sandbox.fault(service, "create", "hold", op, apply=True)
+        for op, (_, _, service) in held.items()
     ]
     every = {**held, **burst}
-    with ClaimWatcher(crash.api_url, list(every)) as watcher, ThreadPoolExecutor(len(every)) as pool:
+    with ClaimWatcher(module_stack.api_url, list(every)) as watcher, ThreadPoolExecutor(len(every)) as pool:
         first: dict[str, Future[int | str]] = {
-            op: pool.submit(_send_create, crash.api_url, kind, params, op, conversation, 20)
+            op: pool.submit(_send_create, module_stack.api_url, kind, params, op, conversation, 20)
             for op, (kind, params, _) in held.items()
         }
         for op in held:
-            crash_sandbox.wait_held(op)  # the API is now waiting on each of these updates
+            module_sandbox.wait_held(op)  # the API is now waiting on each of these updates
         first |= {
-            op: pool.submit(_send_create, crash.api_url, kind, params, op, conversation, 5)
+            op: pool.submit(_send_create, module_stack.api_url, kind, params, op, conversation, 5)
             for op, (kind, params, _) in burst.items()
         }
-        crash.children["api"].kill()
+        module_stack.children["api"].kill()
         answers = {op: future.result() for op, future in first.items()}
         assert all(not isinstance(answers[op], int) for op in held), answers  # they died with the API
-        crash.start_api()
+        module_stack.start_api()
 
         for fault_id in faults:
-            crash_sandbox.release(fault_id)
+            module_sandbox.release(fault_id)
         for op, (kind, params, _) in every.items():
-            again = _create_until_answered(crash_api, kind, params, op, conversation)
+            again = _create_until_answered(module_api, kind, params, op, conversation)
             # 201 only if the first try never reached Temporal; a held write proves that it did.
             assert again.status_code in ((200,) if op in held else (200, 201)), again.text
             assert again.json()["operation_id"] == op
         for op, (kind, _, _) in every.items():
-            action = wait_state(crash_api, op, "confirmed", timeout_s=TAKEOVER_S)
-            writes = crash_sandbox.writes(op)
-            assert len(crash_sandbox.records(op)) == 1 and action["attempts"] >= len(writes)
+            action = wait_state(module_api, op, "confirmed", timeout_s=TAKEOVER_S)
+            writes = module_sandbox.writes(op)
+            assert len(module_sandbox.records(op)) == 1 and action["attempts"] >= len(writes)
             if kind == "refund_nodedup":  # a keyed write held past its timeout is re-sent with its key
                 assert (action["attempts"], len(writes)) == (1, 1), (action["history"], writes)
-        verdict = watcher.verdict(crash_api, crash_sandbox.http)
+        verdict = watcher.verdict(module_api, module_sandbox.http)
     assert verdict.violations == [], verdict.violations
-    assert set(asyncio.run(_executions(crash, list(every))).values()) == {1}
-    tracked = crash_api.get(f"/v1/conversations/{conversation}/handoff").json()["actions"]
+    assert set(asyncio.run(_executions(module_stack, list(every))).values()) == {1}
+    tracked = module_api.get(f"/v1/conversations/{conversation}/handoff").json()["actions"]
     assert sorted(a["operation_id"] for a in tracked) == sorted(every)

@@ -6,40 +6,19 @@ records afterwards. A stack of this module's own, so the session's stack is unto
 """
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from settled.stack import Stack
-from tests.e2e.test_crashes import TAKEOVER_S, crash_stack
+from tests.e2e.conftest import TAKEOVER_S
 from tests.e2e.watch import ClaimWatcher
 from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, status, wait_for, wait_state
 
 pytestmark = pytest.mark.timeout(300)
 
 OUTAGE_S = 30.0  # the issue's figure
-
-
-@pytest.fixture(scope="module")
-def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    # Long dispatch timeouts (see crash_stack): the writes are still in flight when the service dies.
-    stack = crash_stack(tmp_path_factory.mktemp("outages"))
-    yield stack
-    stack.stop()
-
-
-@pytest.fixture(scope="module")
-def outage_api(outage: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=outage.api_url, timeout=40) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def outage_sandbox(outage: Stack) -> Iterator[Sandbox]:
-    with httpx.Client(base_url=outage.sandbox_url, timeout=10) as client:
-        yield Sandbox(client)
 
 
 def _hanging_applied(sandbox: Sandbox, op: str) -> bool:
@@ -60,10 +39,10 @@ def _answers(api: httpx.Client) -> bool:
 
 
 def test_the_business_service_down_for_30s_with_writes_in_flight_settles_without_a_duplicate(
-    outage: Stack, outage_api: httpx.Client, outage_sandbox: Sandbox
+    module_stack: Stack, module_api: httpx.Client, module_sandbox: Sandbox
 ) -> None:
-    api, sandbox = outage_api, outage_sandbox
-    with ClaimWatcher(outage.api_url) as watcher:
+    api, sandbox = module_api, module_sandbox
+    with ClaimWatcher(module_stack.api_url) as watcher:
         # In flight when the service dies: a keyed write not applied, and two writes applied whose
         # answers never leave (one keyed, one the service cannot deduplicate).
         in_flight = {
@@ -81,7 +60,7 @@ def test_the_business_service_down_for_30s_with_writes_in_flight_settles_without
             else:
                 wait_for(lambda op=op: _hanging_applied(sandbox, op), what=f"{op} applied and hanging")
 
-        outage.children["sandbox"].kill()
+        module_stack.children["sandbox"].kill()
         down_since = time.monotonic()
         # Created during the outage: no connection is ever made, so nothing may have been sent.
         later = {
@@ -108,7 +87,7 @@ def test_the_business_service_down_for_30s_with_writes_in_flight_settles_without
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_since)))
         assert {status(api, op)["state"] for op in in_flight} == {"unknown"}
         assert {status(api, op)["state"] for op in later} == {"requested"}
-        outage.start_sandbox()  # the same data dir and port
+        module_stack.start_sandbox()  # the same data dir and port
 
         for op in [*in_flight, *later]:
             action = wait_state(api, op, "confirmed", "failed", "cancelled", timeout_s=TAKEOVER_S)
@@ -125,10 +104,10 @@ def test_the_business_service_down_for_30s_with_writes_in_flight_settles_without
 
 
 def test_the_temporal_server_sigkilled_mid_dispatch_loses_nothing_and_resumes(
-    outage: Stack, outage_api: httpx.Client, outage_sandbox: Sandbox
+    module_stack: Stack, module_api: httpx.Client, module_sandbox: Sandbox
 ) -> None:
-    api, sandbox, conversation = outage_api, outage_sandbox, new_id("conv")
-    with ClaimWatcher(outage.api_url) as watcher:
+    api, sandbox, conversation = module_api, module_sandbox, new_id("conv")
+    with ClaimWatcher(module_stack.api_url) as watcher:
         done = create(api, "refund", REFUND, conversation_id=conversation, authorized=True, wait=10).json()
         assert done["state"] == "confirmed"
         line = {"channel": "voice", "text": done["say"][:20], "completed": False}  # cut mid-sentence
@@ -144,10 +123,10 @@ def test_the_temporal_server_sigkilled_mid_dispatch_loses_nothing_and_resumes(
             watcher.watch(op)
         before = api.get(f"/v1/conversations/{conversation}/handoff").json()
 
-        outage.children["temporal"].kill()
+        module_stack.children["temporal"].kill()
         sandbox.release(hold)  # applied while Temporal is down: the worker cannot record the answer
         wait_for(lambda: len(sandbox.records(held)) == 1, what="the held booking applied")
-        outage.start_server()  # the same data dir
+        module_stack.start_server()  # the same data dir
         wait_for(lambda: _answers(api), TAKEOVER_S, "the API to see Temporal and a worker again")
 
         after = api.get(f"/v1/conversations/{conversation}/handoff").json()

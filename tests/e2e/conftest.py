@@ -1,0 +1,43 @@
+"""A stack of a module's own for the crash and outage tests, which kill its parts: the session's stack
+stays untouched. Module-scoped, so each module that asks gets its own."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from settled.stack import Ports, Stack
+from tests.helpers import KINDS, Sandbox
+
+# How long a killed part's work may take to be picked up and settled by whoever takes over.
+TAKEOVER_S = 60.0
+
+
+def long_timeout_stack(data_dir: Path) -> Stack:
+    """The test kinds with a 20 s dispatch timeout: a worker must still be waiting on a held request
+    when the test kills it (or the service), not have given up on its own after a second."""
+    ports = Ports.free()
+    kinds = data_dir / "kinds.toml"
+    text = KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}")
+    kinds.write_text(text.replace("timeout_s = 1.0", "timeout_s = 20.0"))
+    return Stack(data_dir, ports, config=kinds, ui=False).start()
+
+
+@pytest.fixture(scope="module")
+def module_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = long_timeout_stack(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]))
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def module_api(module_stack: Stack) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=module_stack.api_url, timeout=40) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def module_sandbox(module_stack: Stack) -> Iterator[Sandbox]:
+    with httpx.Client(base_url=module_stack.sandbox_url, timeout=10) as client:
+        yield Sandbox(client)
