@@ -90,11 +90,14 @@ class Driver:
                     tally.observe(status, sent, received, route)
         return response
 
-    async def add_fault(self, plan: ActionPlan, body: dict[str, Any], label: str) -> str | None:
+    async def add_fault(self, body: dict[str, Any], label: str) -> str | None:
         try:
             response = await self.sandbox.post("/_sandbox/faults", json=body)
         except httpx.HTTPError as error:
             self.tally.errors[f"fault: {type(error).__name__}"] += 1
+            return None
+        if response.status_code != 201:
+            self.tally.errors[f"fault: {response.status_code}"] += 1
             return None
         fault_id: str = response.json()["id"]
         self.tally.faults_added[fault_id] = label
@@ -117,9 +120,8 @@ class Driver:
             tally.most_live = max(tally.most_live, tally.started - tally.finished)
             releases = []
             for fault in plan.faults:
-                fault_id = await self.add_fault(
-                    plan, fault.body(plan.service, plan.operation_id), f"{fault.op}:{fault.mode}"
-                )
+                label = f"{fault.op}:{fault.mode}"
+                fault_id = await self.add_fault(fault.body(plan.service, plan.operation_id), label)
                 if fault_id and fault.release_after_s is not None:
                     releases.append(asyncio.create_task(self.release_later(fault_id, fault.release_after_s)))
             created = time.monotonic()
