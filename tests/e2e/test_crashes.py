@@ -257,3 +257,56 @@ def test_the_api_killed_with_creates_in_flight_and_retried_makes_nothing_twice(
     assert set(asyncio.run(_executions(module_stack, list(every))).values()) == {1}
     tracked = module_api.get(f"/v1/conversations/{conversation}/handoff").json()["actions"]
     assert sorted(a["operation_id"] for a in tracked) == sorted(every)
+
+
+def _reversal(sandbox: Sandbox, op: str) -> dict[str, Any] | None:
+    reversals = sandbox.requests(op, op="cancel")
+    return reversals[0] if reversals else None
+
+
+def test_one_worker_killed_at_each_moment_of_a_reversal_then_restarted(
+    module_stack: Stack, module_api: httpx.Client, module_sandbox: Sandbox
+) -> None:
+    """The same moments for the compensation a cancel of a confirmed booking sends."""
+    api, sandbox = module_api, module_sandbox
+    with ClaimWatcher(module_stack.api_url) as watcher:
+        armed = []
+        for point, (mode, extra) in POINTS.items():
+            op = new_id(point.replace("_", "-"))
+            assert (
+                create(api, "room_booking", BOOKING, operation_id=op, authorized=True, wait=10).json()[
+                    "state"
+                ]
+                == "confirmed"
+            )
+            fault_id = sandbox.fault("bookings", "cancel", mode, op, **extra)
+            watcher.watch(op)
+            during = api.post(f"/v1/actions/{op}/cancel").json()
+            assert (during["state"], during["cancel_requested"]) == ("confirmed", True)
+            armed.append(Armed(point, "room_booking", op, fault_id))
+        for item in armed:
+            wanted = "held" if POINTS[item.point][0] == "hold" else "hanging"
+            wait_for(
+                lambda op=item.operation_id, wanted=wanted: (
+                    (_reversal(sandbox, op) or {}).get("outcome") == wanted
+                ),
+                what=f"the reversal of {item.operation_id} {wanted}",
+            )
+        victim = module_stack.children["worker"]
+        os.killpg(victim.popen.pid, signal.SIGSTOP)
+        unrecorded = next(item for item in armed if item.point == "response_sent_unrecorded")
+        sandbox.release(unrecorded.fault_id)
+        wait_for(lambda: (_reversal(sandbox, unrecorded.operation_id) or {}).get("status") == 200)
+        victim.kill()
+        module_stack.start_worker()
+        for item in armed:
+            if item.point in HELD:
+                sandbox.release(item.fault_id)
+        for item in armed:
+            op = item.operation_id
+            action = wait_state(api, op, "cancelled", timeout_s=TAKEOVER_S)
+            records = sandbox.records(op)
+            assert action["compensated"] is True and len(records) == 1, (item, action["history"], records)
+            assert records[0]["status"] == "cancelled" and action["business_ref"] == records[0]["id"]
+        verdict = watcher.verdict(api, sandbox.http)
+    assert verdict.violations == [], verdict.violations
