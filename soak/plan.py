@@ -105,14 +105,15 @@ def _create_fault(rng: random.Random) -> Fault | None:
     return Fault("create", mode)  # drop_after_apply, reject
 
 
-def _side_faults(rng: random.Random, kind: str) -> list[Fault]:
+def _side_faults(rng: random.Random, kind: str, cancelled: bool) -> list[Fault]:
     faults = []
     if rng.random() < 0.25:
         if rng.random() < 0.6:
             faults.append(Fault("lookup", "fail_before_apply", {"status": 503, "count": rng.randint(1, 3)}))
         else:
             faults.append(Fault("lookup", "delay", {"delay_s": round(rng.uniform(0.5, 2), 2)}))
-    if KINDS[kind].compensable and rng.random() < 0.3:
+    # A reversal is sent only when a confirmed booking is cancelled: fault those that will be.
+    if KINDS[kind].compensable and cancelled and rng.random() < 0.6:
         mode = rng.choice(["fail_before_apply", "error_after_apply", "drop_after_apply", "delay"])
         extra = {"delay_s": round(rng.uniform(0.5, 2), 2)} if mode == "delay" else {}
         faults.append(Fault("cancel", mode, extra))
@@ -168,7 +169,9 @@ def make_plan(
         authorized = not needs_go_ahead or rng.random() < 0.4
         lifetime = round(min(duration_s, rng.uniform(0.5, 1.5) * mean_lifetime), 3)
         create_fault = _create_fault(rng)
-        faults = ([create_fault] if create_fault else []) + _side_faults(rng, kind)
+        events = _events(rng, lifetime, needs_go_ahead and not authorized, poll_s)
+        cancelled = any(event.type == "cancel" for event in events)
+        faults = ([create_fault] if create_fault else []) + _side_faults(rng, kind, cancelled)
         plans.append(
             ActionPlan(
                 index=index,
@@ -181,7 +184,7 @@ def make_plan(
                 start_s=round(rng.uniform(0, max(0.0, duration_s - lifetime)), 3),
                 lifetime_s=lifetime,
                 faults=tuple(faults),
-                events=tuple(_events(rng, lifetime, needs_go_ahead and not authorized, poll_s)),
+                events=tuple(events),
                 authorize_at_end=rng.random() < 0.5,
             )
         )

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from settled.stack import Ports, Stack
-from soak.plan import ActionPlan, Event, make_plan, planned_events, planned_faults
+from soak.plan import KINDS, ActionPlan, Event, make_plan, planned_events, planned_faults
 from soak.truth import SETTLED_STATES, Observation, judge
 
 KINDS_FILE = Path(__file__).with_name("kinds.toml")
@@ -183,10 +183,14 @@ class Driver:
             for op, status in zip(pending, answers, strict=True):
                 if status is not None:
                     final[op] = status
-            pending = [op for op in pending if final.get(op, {}).get("state") not in SETTLED_STATES]
+            pending = [op for op in pending if not _at_rest(final.get(op), by_id[op])]
             if pending:
                 await asyncio.sleep(SETTLE_ROUND_S)
-        return [final.get(op) or {"operation_id": op, "state": "unread"} for op in by_id]
+        # What never came to rest is judged as such (an `unsettled` violation), not by its last state.
+        return [
+            final[op] if op in final and op not in pending else {"operation_id": op, "state": "not at rest"}
+            for op in by_id
+        ]
 
     async def settle_one(self, plan: ActionPlan) -> dict[str, Any] | None:
         op = plan.operation_id
@@ -202,6 +206,20 @@ class Driver:
                 "POST", f"/v1/actions/{op}/reconcile", "settle:reconcile", params={"wait": 1}
             )
         return response.json() if response is not None and response.is_success else status
+
+
+def _at_rest(status: dict[str, Any] | None, plan: ActionPlan) -> bool:
+    """Settled, and no reversal under way: a cancelled booking stays `confirmed` (cancel_requested)
+    while its compensation runs, and ends `cancelled` (compensated) or `confirmed` with a reason."""
+    if status is None or status["state"] not in SETTLED_STATES:
+        return False
+    reversing = (
+        KINDS[plan.kind].compensable
+        and status["state"] == "confirmed"
+        and status["cancel_requested"]
+        and not status["reason"]
+    )
+    return not reversing
 
 
 def _percentiles(samples: list[float]) -> dict[str, float]:
