@@ -8,7 +8,7 @@ import pytest
 
 from settled.stack import Stack
 from tests.client.support import AsyncSandbox
-from tests.helpers import Sandbox, start_stack
+from tests.helpers import Sandbox, api_client, sandbox_of, start_stack
 
 
 @pytest.fixture(scope="session")
@@ -23,14 +23,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @pytest.fixture(scope="session")
 def api(stack: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=stack.api_url, timeout=40) as client:
+    with api_client(stack) as client:
         yield client
 
 
 @pytest.fixture(scope="session")
 def sandbox(stack: Stack) -> Iterator[Sandbox]:
-    with httpx.Client(base_url=stack.sandbox_url, timeout=10) as client:
-        yield Sandbox(client)
+    with sandbox_of(stack) as truth:
+        yield truth
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,8 @@
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +21,28 @@ def start_stack(data_dir: Path, extra_env: dict[str, str] | None = None, ui: boo
     kinds = data_dir / "kinds.toml"
     kinds.write_text(KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
     return Stack(data_dir, ports, config=kinds, ui=ui, extra_env=dict(extra_env or {})).start()
+
+
+@contextmanager
+def api_client(stack: Stack, **options: Any) -> Iterator[httpx.Client]:
+    """A client of the stack's API (`options` such as headers go to httpx)."""
+    with httpx.Client(base_url=stack.api_url, timeout=40, **options) as client:
+        yield client
+
+
+@contextmanager
+def sandbox_of(stack: Stack) -> Iterator["Sandbox"]:
+    """The stack's sandbox: its ground truth and fault controls."""
+    with httpx.Client(base_url=stack.sandbox_url, timeout=10) as client:
+        yield Sandbox(client)
+
+
+def healthy(api: httpx.Client) -> bool:
+    """Whether the API answers /healthz with 200 (Temporal reachable, a worker polling)."""
+    try:
+        return api.get("/healthz").status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def wait_for(probe: Callable[[], T | None], timeout_s: float = 20.0, what: str = "condition") -> T:

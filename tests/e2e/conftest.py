@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from settled.stack import Ports, Stack
-from tests.helpers import KINDS, Sandbox
+from tests.helpers import KINDS, Sandbox, api_client, sandbox_of
 
 # How long a killed part's work may take to be picked up and settled by whoever takes over.
 TAKEOVER_S = 60.0
@@ -33,11 +33,11 @@ def module_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 @pytest.fixture(scope="module")
 def module_api(module_stack: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=module_stack.api_url, timeout=40) as client:
+    with api_client(module_stack) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def module_sandbox(module_stack: Stack) -> Iterator[Sandbox]:
-    with httpx.Client(base_url=module_stack.sandbox_url, timeout=10) as client:
-        yield Sandbox(client)
+    with sandbox_of(module_stack) as truth:
+        yield truth

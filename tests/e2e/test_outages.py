@@ -14,7 +14,7 @@ import pytest
 from settled.stack import Stack
 from tests.e2e.conftest import TAKEOVER_S
 from tests.e2e.watch import ClaimWatcher
-from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, status, wait_for, wait_state
+from tests.helpers import BOOKING, REFUND, Sandbox, create, healthy, new_id, status, wait_for, wait_state
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -29,13 +29,6 @@ def _hanging_applied(sandbox: Sandbox, op: str) -> bool:
 def _refused_and_retried(api: httpx.Client, op: str) -> dict[str, Any] | None:
     current = status(api, op)
     return current if any(item["event"] == "retry" for item in current["log"]) else None
-
-
-def _answers(api: httpx.Client) -> bool:
-    try:
-        return api.get("/healthz").status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_the_business_service_down_for_30s_with_writes_in_flight_settles_without_a_duplicate(
@@ -127,7 +120,7 @@ def test_the_temporal_server_sigkilled_mid_dispatch_loses_nothing_and_resumes(
         sandbox.release(hold)  # applied while Temporal is down: the worker cannot record the answer
         wait_for(lambda: len(sandbox.records(held)) == 1, what="the held booking applied")
         module_stack.start_server()  # the same data dir
-        wait_for(lambda: _answers(api), TAKEOVER_S, "the API to see Temporal and a worker again")
+        wait_for(lambda: healthy(api), TAKEOVER_S, "the API to see Temporal and a worker again")
 
         after = api.get(f"/v1/conversations/{conversation}/handoff").json()
         assert after["channels"] == before["channels"] == {"voice": "closed", "text": "unused"}

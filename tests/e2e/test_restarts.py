@@ -11,7 +11,20 @@ import httpx
 import pytest
 
 from settled.stack import Stack
-from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, start_stack, status, wait_for, wait_state
+from tests.helpers import (
+    BOOKING,
+    REFUND,
+    Sandbox,
+    api_client,
+    create,
+    healthy,
+    new_id,
+    sandbox_of,
+    start_stack,
+    status,
+    wait_for,
+    wait_state,
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,21 +36,14 @@ def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def own_api(own_stack: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=own_stack.api_url, timeout=40) as client:
+    with api_client(own_stack) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def own_sandbox(own_stack: Stack) -> Iterator[Sandbox]:
-    with httpx.Client(base_url=own_stack.sandbox_url, timeout=10) as client:
-        yield Sandbox(client)
-
-
-def _answers(api: httpx.Client) -> bool:
-    try:
-        return api.get("/healthz").status_code == 200
-    except httpx.HTTPError:
-        return False
+    with sandbox_of(own_stack) as truth:
+        yield truth
 
 
 def test_the_temporal_server_restarted_on_its_data_dir_loses_nothing(
@@ -66,7 +72,7 @@ def test_the_temporal_server_restarted_on_its_data_dir_loses_nothing(
     server.popen.wait(30)
     assert api.get(f"/v1/actions/{waiting}").status_code == 503  # said plainly, not a 500
     own_stack.start_server()
-    wait_for(lambda: _answers(api), 60, "the API to see Temporal and a worker again")
+    wait_for(lambda: healthy(api), 60, "the API to see Temporal and a worker again")
 
     after = api.get(f"/v1/conversations/{conversation}/handoff").json()
     assert after["channels"] == before["channels"] == {"voice": "closed", "text": "unused"}

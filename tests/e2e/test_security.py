@@ -18,7 +18,7 @@ import pytest
 from api.page.links import mint_link
 from settled.config import Settings
 from settled.stack import Ports, Stack, free_port
-from tests.helpers import BOOKING, Sandbox, create, new_id, start_stack, wait_for
+from tests.helpers import BOOKING, Sandbox, api_client, create, new_id, start_stack, wait_for
 
 KEY = "acme-key-0123456789"
 OTHER_KEY = "globex-key-0123456789"
@@ -52,13 +52,13 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def keyed(secure: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=secure.api_url, timeout=40) as client:
+    with api_client(secure) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def acme(secure: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=secure.api_url, timeout=40, headers=ACME) as client:
+    with api_client(secure, headers=ACME) as client:
         yield client
 
 
