@@ -1,15 +1,28 @@
 """Every error is `{"error": {"code", "message"}}` with a fitting status; never a stack trace."""
 
+import json
 import logging
+from collections.abc import Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.types import Send
 
 from settled.gateway import SettledError
 
 log = logging.getLogger("settled.api")
+
+
+async def send_error(
+    send: Send, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """The contract's error, sent from an ASGI middleware (before any route runs)."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": [*start, *headers]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:

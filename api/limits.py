@@ -1,9 +1,9 @@
 """Request size limit, enforced on the raw ASGI stream (Content-Length can be absent or lie)."""
 
-import json
-
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import send_error
 
 
 class BodyTooLarge(HTTPException):
@@ -59,24 +59,6 @@ class BodySizeLimit:
                 await self._reject(send)
 
     async def _reject(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error": {
-                    "code": "payload_too_large",
-                    "message": f"the body is larger than {self.max_bytes} bytes",
-                }
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    # The rest of the body is never read: the connection cannot be reused.
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        message = f"the body is larger than {self.max_bytes} bytes"
+        # The rest of the body is never read: the connection cannot be reused.
+        await send_error(send, 413, "payload_too_large", message, [(b"connection", b"close")])

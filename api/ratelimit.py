@@ -6,13 +6,13 @@ must see the truth even while a client is throttled.
 Over the limit: 429 `{"error": {"code": "rate_limited", ...}}` with `Retry-After` in whole seconds.
 """
 
-import json
 import math
 import time
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.errors import send_error
 from api.page.access import key_tenant
 from settled.config import RateLimit
 
@@ -94,16 +94,4 @@ class RateLimited:
             f"more than {self.limit.burst} requests at once or {self.limit.per_s:g} a second from this "
             f"caller; retry in {retry_after} s"
         )
-        body = json.dumps({"error": {"code": "rate_limited", "message": message}}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 429,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", str(retry_after).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, 429, "rate_limited", message, [(b"retry-after", str(retry_after).encode())])
