@@ -29,6 +29,21 @@ def banner(page: "Page") -> Any:
     return page.locator("#banner-title")
 
 
+def open_with_a_held_booking(
+    web: Watched, api: httpx.Client, sandbox: Sandbox, conversation: str
+) -> tuple[str, str, "Page", Any]:
+    """An authorized booking whose write the sandbox holds, and the page showing it in flight:
+    (operation id, the hold to release, the page, the action's card)."""
+    op = new_id()
+    hold = sandbox.fault("bookings", "create", "hold", op, apply=True)
+    create(api, "room_booking", BOOKING, conversation_id=conversation, operation_id=op, authorized=True)
+    sandbox.wait_held(op)
+    page = web.open(conversation)
+    card = web.card(op)
+    expect(card.locator(".state")).to_have_text(IN_FLIGHT)
+    return op, hold, page, card
+
+
 def test_a_conversation_with_nothing_yet(web: Watched, conversation: str, snap: Snap) -> None:
     page = web.open(conversation)
     expect(banner(page)).to_have_text("Nothing yet")
@@ -149,13 +164,7 @@ def test_cut_in_transit_with_an_inconclusive_lookup_says_it_is_checking(
 def test_cancel_in_flight_checks_first_then_shows_the_truthful_outcome(
     web: Watched, api: httpx.Client, sandbox: Sandbox, conversation: str, snap: Snap
 ) -> None:
-    op = new_id()
-    hold = sandbox.fault("bookings", "create", "hold", op, apply=True)
-    create(api, "room_booking", BOOKING, conversation_id=conversation, operation_id=op, authorized=True)
-    sandbox.wait_held(op)
-    page = web.open(conversation)
-    card = web.card(op)
-    expect(card.locator(".state")).to_have_text(IN_FLIGHT)
+    op, hold, page, card = open_with_a_held_booking(web, api, sandbox, conversation)
     expect(card.locator(".hint")).to_have_text(
         "It may already have gone through. I'll check first, and reverse it if it did."
     )
@@ -281,13 +290,7 @@ def test_a_cancel_before_dispatch_cancels_it_there_and_then(
 def test_the_page_recovers_after_a_lost_connection(
     web: Watched, api: httpx.Client, sandbox: Sandbox, stack: Any, conversation: str
 ) -> None:
-    op = new_id()
-    hold = sandbox.fault("bookings", "create", "hold", op, apply=True)
-    create(api, "room_booking", BOOKING, conversation_id=conversation, operation_id=op, authorized=True)
-    sandbox.wait_held(op)
-    page = web.open(conversation)
-    card = web.card(op)
-    expect(card.locator(".state")).to_have_text(IN_FLIGHT)
+    op, hold, page, card = open_with_a_held_booking(web, api, sandbox, conversation)
     page.evaluate("window.sameDocument = true")
     stack.children["api"].kill()  # the connection is lost, not closed politely
     try:
