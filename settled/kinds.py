@@ -83,6 +83,9 @@ class KindSpec(_Strict):
     reconcile_max_interval_s: float = Field(default=60.0, gt=0)
     attention_after_s: float = Field(default=300.0, ge=0)
     give_up_after_s: float = Field(default=604800.0, gt=0)
+    # How long after a send the service may still commit it (its own request deadline plus the lag of
+    # the replicas its lookups read): an authoritative 404 made sooner proves nothing.
+    commit_horizon_s: float = Field(default=30.0, ge=0)
     # A connection that was never made is retried with this backoff (nothing reached the service).
     connect_retry_max_interval_s: float = Field(default=30.0, gt=0)
     # How long a settled action stays open for cancel (compensation) and presentation records.
@@ -134,6 +137,11 @@ class KindSpec(_Strict):
             for name in placeholders(template):
                 if name not in _SAY_FIELDS and not _is_param(name, properties):
                     raise ValueError(f"say.{state.value}: unknown placeholder {{{name}}}")
+        if self.commit_horizon_s >= self.give_up_after_s:
+            raise ValueError(
+                "commit_horizon_s must be shorter than give_up_after_s: automatic lookups would stop "
+                "before a 404 could prove anything"
+            )
         if self.reconcile_initial_interval_s > self.reconcile_max_interval_s:
             raise ValueError("reconcile_initial_interval_s is larger than reconcile_max_interval_s")
         for name, value in self:

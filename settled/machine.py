@@ -95,6 +95,9 @@ class ActionRecord(BaseModel):
     lookup_requested: bool = False
     lookups: int = 0
     last_lookup_at: datetime | None = None
+    # When the last request that may have reached the service had surely been sent (its answer, or
+    # the loss of it, was recorded then): the commit horizon runs from here.
+    last_send_at: datetime | None = None
     checks: int = 0  # lookups and re-sends in the current unverified stretch, for the backoff
     connect_failures: int = 0
     retry_streak: int = 0  # consecutive sends that ended the way the one before them did
@@ -329,6 +332,7 @@ class ActionRecord(BaseModel):
     def on_dispatch(self, outcome: DispatchOutcome, now: datetime) -> None:
         if outcome.may_have_reached:
             self.attempts += 1
+            self.last_send_at = now
         match outcome.result:
             case "confirmed":
                 self.business_ref = outcome.business_ref
@@ -385,7 +389,42 @@ class ActionRecord(BaseModel):
             else:
                 self._note(now, "cancel_too_late", "it was applied before the cancel and cannot be reversed")
 
-    def on_lookup(self, outcome: LookupOutcome, now: datetime) -> None:
+    def commit_horizon(self) -> datetime | None:
+        """Until when a request that may have reached the service could still be committed there."""
+        if self.last_send_at is None:
+            return None
+        return self.last_send_at + timedelta(seconds=self.kind.commit_horizon_s)
+
+    def too_soon_to_tell(self, outcome: LookupOutcome, asked_at: datetime) -> bool:
+        """Whether an authoritative "not applied" came from a lookup made inside the commit horizon:
+        the write may still land (a request still being processed, a queue, a lagging replica), so it
+        proves nothing yet. This is the one place that decides; every conclusion follows it."""
+        horizon = self.commit_horizon()
+        return outcome.result == "not_applied" and horizon is not None and asked_at < horizon
+
+    def on_lookup(
+        self, outcome: LookupOutcome, now: datetime, asked_at: datetime | None = None, horizon: bool = True
+    ) -> None:
+        """Record a lookup's answer. `asked_at` is when it was made (default `now`); a "not applied"
+        asked inside the commit horizon is inconclusive, looked up again once the horizon has passed.
+        `horizon=False` only replays runs recorded before the commit horizon existed."""
+        asked_at = now if asked_at is None else asked_at
+        if horizon and self.too_soon_to_tell(outcome, asked_at):
+            horizon = self.commit_horizon()
+            assert horizon is not None
+            outcome = LookupOutcome(
+                result="inconclusive",
+                status_code=outcome.status_code,
+                detail=f"{outcome.detail}, but a request sent at most {self.kind.commit_horizon_s:g}s "
+                "earlier may still be committing; looking again after that",
+            )
+            self._lookup_answered(outcome, now, recheck_at=horizon)
+            return
+        self._lookup_answered(outcome, now)
+
+    def _lookup_answered(
+        self, outcome: LookupOutcome, now: datetime, recheck_at: datetime | None = None
+    ) -> None:
         self.lookups += 1
         self.last_lookup_at = now
         self.lookup_requested = False
@@ -406,7 +445,9 @@ class ActionRecord(BaseModel):
                 self.reason = outcome.detail
                 if self.kind.deduplicates and not self.cancel_requested:
                     self.resend_allowed = True
-                self.next_check_at = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
+                self.next_check_at = recheck_at or now + self._backoff(
+                    self.checks, self.kind.reconcile_max_interval_s
+                )
 
     def on_compensation(self, outcome: CompensationOutcome, now: datetime) -> None:
         self.compensation_attempts += 1
@@ -491,9 +532,11 @@ class ActionRecord(BaseModel):
         words = f"cancel requested by {by}" if by else "cancel requested"
         self._note(now, "cancel_requested", f"{words}: {reason}" if reason else words)
         if self.state is State.REQUESTED and self._send_may_be_unrecorded(now):
-            # Resolve the write first, as for a cancel while a request is in flight.
+            # Resolve the write first, as for a cancel while a request is in flight. When it was sent
+            # is not recorded; by now it surely was, so the commit horizon runs from now.
             self.dispatched = True
             self.possibly_applied = True
+            self.last_send_at = now
             self.lookup_requested = True
             self.first_dispatch_at = self.first_dispatch_at or now
             self._move(State.UNKNOWN, now, "cancel requested while the request may be on its way; checking")

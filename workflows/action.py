@@ -52,6 +52,8 @@ SEND_ONCE = RetryPolicy(maximum_attempts=1)
 LOOKUP_RETRIES = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 IN_TASK_CALLS = "in-task-business-calls"
+# Runs recorded before it took an early authoritative 404 as "not applied"; their replay must too.
+COMMIT_HORIZON = "commit-horizon"
 
 
 def _refuse(error: ControlRefused) -> ApplicationError:
@@ -174,6 +176,8 @@ class ActionWorkflow:
         record.on_dispatch(outcome, workflow.now())
 
     async def _lookup(self) -> None:
+        record = self._record
+        asked_at = workflow.now()  # the request leaves after this: an earlier time is the safe side
         outcome = await self._business(
             LOOKUP,
             LookupOutcome,
@@ -181,7 +185,9 @@ class ActionWorkflow:
             f"look up {self._record.kind.name}",
             lambda why: LookupOutcome(result="inconclusive", detail=f"the lookup did not finish ({why})"),
         )
-        self._record.on_lookup(outcome, workflow.now())
+        # Asked only where the rule changes the outcome, so other runs carry no patch marker.
+        horizon = not record.too_soon_to_tell(outcome, asked_at) or workflow.patched(COMMIT_HORIZON)
+        record.on_lookup(outcome, workflow.now(), asked_at=asked_at, horizon=horizon)
 
     async def _compensate(self) -> None:
         outcome = await self._business(

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from settled.kinds import load_kinds
-from settled.machine import ActionRecord, ControlRefused, NewAction
+from settled.machine import ActionRecord, ControlRefused, NewAction, Step
 from settled.outcomes import (
     CompensationOutcome,
     DispatchOutcome,
@@ -154,9 +154,9 @@ def test_cancel_while_unknown_looks_up_first() -> None:
     action = record(authorized=True)
     action.begin_dispatch(at(0))
     action.on_dispatch(LOST, at(1))
-    action.apply_cancel(None, None, at(2))
-    assert action.next_step(at(2)).action == "lookup"
-    action.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(3))
+    action.apply_cancel(None, None, at(40))
+    assert action.next_step(at(40)).action == "lookup"
+    action.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(41))  # past the horizon
     assert action.state is State.CANCELLED and not action.compensated
 
 
@@ -306,6 +306,10 @@ def test_a_cancel_that_may_follow_an_unrecorded_send_checks_before_cancelling() 
     other = in_task_record()
     other.apply_cancel(None, None, at(1))
     other.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(2))
+    assert other.state is State.UNKNOWN  # the send may have left just now: a 404 proves nothing yet
+    assert other.next_step(at(2)) == Step(action="wait", until=at(31))
+    assert other.next_step(at(31)).action == "lookup"
+    other.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(31))
     assert other.state is State.CANCELLED and not other.compensated
 
 
@@ -318,3 +322,89 @@ def test_an_amend_that_may_follow_an_unrecorded_send_is_refused() -> None:
     action.check_amend({"room": "Ada", "day": "Fri"}, at(1))
     action.apply_cancel(None, None, at(1))
     assert action.state is State.CANCELLED
+
+
+# -- the commit horizon: an early 404 is not proof ---------------------------------------------------
+
+NOT_FOUND = LookupOutcome(result="not_applied", status_code=404, detail="404 not found")
+
+
+def test_an_early_404_never_allows_a_resend_without_dedup() -> None:
+    """The request may still be committing (slow processing, a queue, a lagging replica): a 404 made
+    inside the horizon is inconclusive, and the next look comes once the horizon has passed."""
+    action = record("refund", authorized=True, idempotency_header=None, commit_horizon_s=30.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))  # the client gave up at 1 s; the service may commit later
+    action.apply_reconcile("caller asked", at(1.4))
+    assert action.next_step(at(1.4)).action == "lookup"
+    action.on_lookup(NOT_FOUND, at(1.5), asked_at=at(1.4))
+    status = action.status()
+    assert (status.state, status.claim, status.attempts) == (State.UNKNOWN, "unknown", 1)
+    assert "checking" in status.say
+    assert action.next_step(at(2)) == Step(action="wait", until=at(31))
+    assert action.next_step(at(31)).action == "lookup"
+    action.on_lookup(NOT_FOUND, at(31.1), asked_at=at(31))
+    assert action.next_step(at(31.1)).action == "dispatch"  # now the authority has spoken
+
+
+def test_a_lookup_asked_inside_the_horizon_is_inconclusive_even_if_answered_after_it() -> None:
+    action = record("refund", authorized=True, idempotency_header=None, commit_horizon_s=10.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.on_lookup(NOT_FOUND, at(12), asked_at=at(10.9))
+    assert action.state is State.UNKNOWN and action.next_step(at(12)).action == "lookup"  # at once
+
+
+@pytest.mark.parametrize("kind", ["room_booking", "refund"])
+def test_an_early_404_never_turns_a_cancel_into_never_applied(kind: str) -> None:
+    action = record(kind, authorized=True, commit_horizon_s=30.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.apply_cancel("caller", None, at(1.4))
+    action.on_lookup(NOT_FOUND, at(1.5), asked_at=at(1.4))
+    status = action.status()
+    assert (status.state, status.cancel_requested, status.claim) == (State.UNKNOWN, True, "unknown")
+    assert "checking before I can cancel" in status.say
+    assert action.next_step(at(2)) == Step(action="wait", until=at(31))
+    # The write landed meanwhile: the look after the horizon finds it, and it is reversed, not denied.
+    action.on_lookup(LookupOutcome(result="applied", business_ref="b-9", detail="found"), at(31))
+    assert action.state is State.CONFIRMED and action.business_ref == "b-9"
+
+
+def test_with_dedup_an_early_404_resends_with_the_same_key() -> None:
+    """The service deduplicates: a re-send with the key is safe whatever the lookup says."""
+    action = record(authorized=True, commit_horizon_s=30.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.on_lookup(NOT_FOUND, at(2))
+    assert action.state is State.UNKNOWN and action.next_step(at(2)).action == "dispatch"
+
+
+def test_the_horizon_runs_from_the_last_send_and_a_zero_horizon_trusts_at_once() -> None:
+    action = record("refund", authorized=True, idempotency_header=None, commit_horizon_s=5.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.on_lookup(NOT_FOUND, at(7))
+    action.begin_dispatch(at(7))
+    action.on_dispatch(LOST, at(8))  # the re-send moves the horizon
+    action.on_lookup(NOT_FOUND, at(9))
+    assert action.next_step(at(9)) == Step(action="wait", until=at(13))
+    instant = record("refund", authorized=True, idempotency_header=None, commit_horizon_s=0.0)
+    instant.begin_dispatch(at(0))
+    instant.on_dispatch(LOST, at(1))
+    instant.on_lookup(NOT_FOUND, at(1))
+    assert instant.next_step(at(1)).action == "dispatch"
+
+
+def test_a_connection_never_made_does_not_start_a_horizon() -> None:
+    action = record("refund", authorized=True, idempotency_header=None)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(NOT_SENT, at(1))
+    assert action.commit_horizon() is None
+
+
+def test_a_horizon_longer_than_the_lookups_last_is_refused() -> None:
+    spec = KINDS.get("refund")
+    assert spec is not None
+    with pytest.raises(ValueError, match="commit_horizon_s must be shorter than give_up_after_s"):
+        type(spec).model_validate({**spec.model_dump(), "commit_horizon_s": 100, "give_up_after_s": 50})
