@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
+from sandbox.db import now
 from sandbox.handling import Reply, error_reply
 from sandbox.services import ServiceSpec
 from sandbox.store import Record, Store
@@ -52,6 +53,15 @@ class Lookup:
         in_flight: Callable[[], bool] = lambda: False,
     ) -> None:
         self._spec, self._find, self._what, self._in_flight = spec, find, what, in_flight
+
+    def apply_lagging(self, lag_s: float) -> Reply:
+        """Read from a replica `lag_s` behind: what committed since is missing, and nothing is known
+        of writes in flight. A lookup served this way answers 404 for a write that already stands."""
+        record = self._find()
+        cutoff = now(ago_s=lag_s)
+        if record is None or record.committed_at is None or record.committed_at > cutoff:
+            return not_found(self._spec, self._what)
+        return Reply(200, record.view(self._spec), "found")
 
     def apply(self) -> Reply:
         # Read when applied, not when the request arrived: a delayed lookup sees the state after the delay.

@@ -9,7 +9,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +66,10 @@ WIPED_TABLES = ("counters", "records", "idempotency", "requests")
 ADDED_COLUMNS = {"committed_at": "TEXT"}
 
 
-def now() -> str:
-    """RFC 3339 UTC with microseconds, so records made in the same millisecond still order."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def now(ago_s: float = 0.0) -> str:
+    """RFC 3339 UTC with microseconds, so records made in the same millisecond still order (and the
+    fixed width makes the strings compare as the times do)."""
+    return (datetime.now(UTC) - timedelta(seconds=ago_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Database:

@@ -10,12 +10,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sandbox.services import Op, ServiceName
 
 Mode = Literal[
-    "delay", "drop_after_apply", "fail_before_apply", "error_after_apply", "hang", "hold", "reject"
+    "delay", "drop_after_apply", "fail_before_apply", "error_after_apply", "hang", "hold", "reject", "stale"
 ]
 # How a gate was opened: per the fault's `apply` (release), as if there were no fault (clear), or
 # give up without applying (reset, shutdown).
@@ -27,7 +27,8 @@ DEFAULT_STATUS: dict[str, int] = {
     "reject": 422,
     "hold": 503,
 }
-DEFAULT_DELAY_S: dict[str, float] = {"delay": 1.0, "hang": 3600.0}
+# For `stale` (lookups only), delay_s is the replica's lag: what committed since then is not seen.
+DEFAULT_DELAY_S: dict[str, float] = {"delay": 1.0, "hang": 3600.0, "stale": 2.0}
 DEFAULT_APPLY: dict[str, bool] = {"hold": True, "hang": False}
 
 
@@ -44,6 +45,17 @@ class FaultSpec(BaseModel):
     match_key: str | None = None
     apply: bool | None = None
     label: str | None = None
+    # A write that lookups cannot see until it commits (a queue, another node still processing it):
+    # they answer 404, as a real service's lookup may, instead of 409 "in progress".
+    unseen: bool = False
+
+    @model_validator(mode="after")
+    def _fits(self) -> "FaultSpec":
+        if self.mode == "stale" and self.op != "lookup":
+            raise ValueError("mode 'stale' (a lagging replica) is for op 'lookup'")
+        if self.unseen and (self.op != "create" or self.mode not in ("delay", "hold")):
+            raise ValueError("unseen is for a delayed or held create")
+        return self
 
 
 class Gate:
@@ -128,6 +140,7 @@ class Fault:
             "match_key": spec.match_key,
             "apply": self.apply if self.mode in DEFAULT_APPLY else spec.apply,
             "label": spec.label,
+            "unseen": spec.unseen,
             "fired": self.fired,
             "remaining": None if spec.count == 0 else max(spec.count - self.fired, 0),
             "held": self.gate.waiting,

@@ -10,7 +10,7 @@ import contextlib
 import sqlite3
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from fastapi.responses import JSONResponse
 from starlette.requests import Request
@@ -43,6 +43,13 @@ class Action(Protocol):
     def abandon(self) -> None: ...
 
 
+@runtime_checkable
+class LaggingRead(Protocol):
+    """A read that can be served by a replica that lags (fault mode `stale`)."""
+
+    def apply_lagging(self, lag_s: float) -> Reply: ...
+
+
 def answer(sandbox: Sandbox, call: LoggedCall, reply: Reply) -> Response:
     sandbox.log.finish(call, reply.outcome, reply.status)
     return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
@@ -69,6 +76,8 @@ async def perform(
         if fault is None:
             return answer(sandbox, call, action.apply())
         sandbox.log.note(call, fault=fault.id)
+        if fault.spec.unseen:
+            sandbox.unseen.add(call.seq)
         return await _faulted(sandbox, call, request, action, fault)
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
@@ -76,6 +85,7 @@ async def perform(
         raise
     finally:
         sandbox.busy -= 1
+        sandbox.unseen.discard(call.seq)
 
 
 def _injected(fault: Fault, what: str) -> str:
@@ -124,6 +134,9 @@ async def _faulted(
         return answer(sandbox, call, action.apply())
     if mode == "hold":
         return await _held(sandbox, call, action, fault)
+    if mode == "stale":
+        assert isinstance(action, LaggingRead), "stale is a fault of lookups"
+        return answer(sandbox, call, action.apply_lagging(fault.delay_s))
     return await _hung(sandbox, call, request, action, fault)
 
 

@@ -72,11 +72,11 @@ class RequestLog:
             params += [key, key]
         return [dict(row) for row in self._db.query(sql + " ORDER BY seq", params)]
 
-    def write_in_flight(self, service: str, key: str) -> bool:
-        """Whether a create for this key (or client reference) is being processed right now."""
+    def writes_in_flight(self, service: str, key: str) -> list[int]:
+        """The creates for this key (or client reference) being processed right now, by seq."""
         rows = self._db.query(
-            "SELECT 1 FROM requests WHERE service = ? AND op = 'create' AND state = 'in_flight'"
-            " AND (key = ? OR client_reference = ?) LIMIT 1",
+            "SELECT seq FROM requests WHERE service = ? AND op = 'create' AND state = 'in_flight'"
+            " AND (key = ? OR client_reference = ?)",
             [service, key, key],
         )
-        return bool(list(rows))
+        return [row["seq"] for row in rows]

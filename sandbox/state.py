@@ -2,7 +2,7 @@
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -24,6 +24,8 @@ class Sandbox:
     faults: FaultRegistry
     # Business requests between taking a fault and answering; close() lets them finish first.
     busy: int = 0
+    # Writes in flight that lookups must not see (faults with `unseen`), by request-log seq.
+    unseen: set[int] = field(default_factory=set)
 
     @classmethod
     def open(cls, db_path: str | Path) -> "Sandbox":
@@ -33,8 +35,13 @@ class Sandbox:
         log.forget_unfinished()
         return cls(db=db, store=store, log=log, faults=FaultRegistry())
 
+    def write_in_flight(self, service: str, key: str) -> bool:
+        """Whether a lookup can tell that a create for this key is being processed right now."""
+        return any(seq not in self.unseen for seq in self.log.writes_in_flight(service, key))
+
     def reset(self) -> None:
         self.faults.reset()
+        self.unseen.clear()
         self.db.wipe()
 
     async def close(self) -> None:

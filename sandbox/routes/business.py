@@ -63,7 +63,7 @@ def business_router(spec: ServiceSpec) -> APIRouter:
             spec,
             lambda: sandbox.store.find(spec.name, key),
             f"key {key!r}",
-            in_flight=lambda: sandbox.log.write_in_flight(spec.name, key),
+            in_flight=lambda: sandbox.write_in_flight(spec.name, key),
         )
         identity = [key, *_identity(record)]
         return await guarded(sandbox, call, perform(sandbox, call, identity, request, action))

@@ -315,3 +315,64 @@ def test_replays_and_conflicts_are_answered_before_any_fault(client: httpx.Clien
     assert book(client, "op-1").headers["idempotent-replayed"] == "true"
     [listed] = client.get("/_sandbox/faults").json()["faults"]
     assert listed["fired"] == 0
+
+
+# -- a service as unkind as real ones: writes that land late, lookups that lag ------------------------
+
+
+def test_an_unseen_held_write_is_404_to_lookups_until_it_commits_after_its_client_gave_up(
+    client: httpx.Client, background: Background
+) -> None:
+    hold = fault(client, service="refunds", op="create", mode="hold", unseen=True, match_key="r-late")
+    assert hold["unseen"] is True
+    gave_up = background.send(
+        client, "POST", "/refunds", json={**REFUND, "client_reference": "r-late"}, timeout=0.3
+    )
+    wait_outcome(client, "r-late", "held")
+    with pytest.raises(httpx.ReadTimeout):
+        gave_up.result(5)
+
+    # The write is still on its way in, yet the lookup says "not found": a 404 here is not proof.
+    assert client.get("/refunds/by-key/r-late").status_code == 404
+    client.post(f"/_sandbox/faults/{hold['id']}/release")
+    until(lambda: records(client, service="refunds") or None, what="the late commit")
+    assert client.get("/refunds/by-key/r-late").status_code == 200
+
+
+def test_a_held_write_that_lookups_can_see_is_409_in_progress(
+    client: httpx.Client, background: Background
+) -> None:
+    fault(client, service="refunds", op="create", mode="hold", match_key="r-seen")
+    background.send(client, "POST", "/refunds", json={**REFUND, "client_reference": "r-seen"}, timeout=0.3)
+    wait_outcome(client, "r-seen", "held")
+    assert client.get("/refunds/by-key/r-seen").status_code == 409
+    client.post("/_sandbox/faults/release-all")
+
+
+def test_a_stale_lookup_misses_a_fresh_write_that_stands(client: httpx.Client) -> None:
+    assert book(client, "b-fresh").status_code == 201
+    stale = fault(client, service="bookings", op="lookup", mode="stale", delay_s=60, match_key="b-fresh")
+    assert stale["delay_s"] == 60
+
+    missed = client.get("/bookings/by-key/b-fresh")
+    assert missed.status_code == 404 and len(records(client)) == 1
+    assert client.get("/bookings/by-key/b-fresh").status_code == 200  # the fault fired once
+
+
+def test_a_stale_lookup_sees_what_committed_before_its_lag(client: httpx.Client) -> None:
+    assert book(client, "b-old").status_code == 201
+    fault(client, service="bookings", op="lookup", mode="stale", delay_s=0, match_key="b-old")
+    assert client.get("/bookings/by-key/b-old").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"service": "bookings", "op": "create", "mode": "stale"},
+        {"service": "bookings", "op": "lookup", "mode": "delay", "unseen": True},
+        {"service": "bookings", "op": "create", "mode": "drop_after_apply", "unseen": True},
+    ],
+)
+def test_stale_and_unseen_refuse_what_they_do_not_fit(client: httpx.Client, body: dict[str, object]) -> None:
+    response = client.post("/_sandbox/faults", json=body)
+    assert response.status_code == 422, response.text
