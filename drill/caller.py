@@ -131,6 +131,7 @@ class Caller:
             "C4": self._c4,
             "C5": self._c5,
             "C6": self._early_cut,
+            "C7": self._early_cut,
         }[self.s.cut.id]
 
     # -- the script ----------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 from dataclasses import dataclass
 from typing import Literal
 
-FaultMode = Literal["drop_after_apply", "fail_before_apply", "hold"]
+FaultMode = Literal["drop_after_apply", "fail_before_apply", "hold", "late_commit"]
+# C7: the write reaches the service this long after the client's timeout, and lookups see nothing of
+# it until then (a queue, a request still being processed elsewhere): a 404 in between proves nothing.
+LATE_COMMIT_AFTER_TIMEOUT_S = 1.0
 # C5's two sweeps: released without applying (the cancel won) or applied (the write won).
 Variant = Literal["before_commit", "after_commit"]
 
@@ -25,6 +28,7 @@ CUTS: dict[str, Cut] = {
         Cut("C4", "confirmed, sentence cut before it finished"),
         Cut("C5", "explicit cancel while the write is in flight", "hold"),
         Cut("C6", "a parameter changed after consent"),
+        Cut("C7", "in transit, the service still committing after the client gave up", "late_commit"),
     )
 }
 

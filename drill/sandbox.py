@@ -8,8 +8,10 @@ from typing import Any
 import httpx
 
 from drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S
+from drill.cuts import LATE_COMMIT_AFTER_TIMEOUT_S
 from drill.runlog import DrillTimeout
 from drill.scenario import Scenario
+from drill.stack import DRILL_TIMEOUT_S
 from drill.truth import GroundTruth, Record, Write
 
 POLL_S = 0.05
@@ -89,6 +91,9 @@ class SandboxBench:
         }
         if mode == "hold":
             spec["apply"] = scenario.variant == "after_commit"
+        if mode == "late_commit":
+            delay = DRILL_TIMEOUT_S + LATE_COMMIT_AFTER_TIMEOUT_S
+            spec.update(mode="delay", unseen=True, delay_s=delay)
         self._faults[scenario.task_id] = await self.client.add_fault(**spec)
 
     async def _poll(self, probe: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:

@@ -11,7 +11,8 @@ from settled.stack import Ports, Stack
 
 # The sandbox kinds, with reconciliation fast enough for a drill (the defaults look up after 1 s
 # and back off to a minute). The first lookup still waits long enough that an "in transit" cut
-# reliably falls before it; interruptions and channel openings reconcile at once anyway.
+# reliably falls before it; interruptions and channel openings reconcile at once anyway. The sandbox
+# commits at most a few seconds late (C7), so a 5 s commit horizon is safe.
 DRILL_KINDS = """\
 [kinds.room_booking]
 description = "reserve the meeting room"
@@ -23,7 +24,8 @@ lookup = { method = "GET", url = "@SANDBOX_URL@/bookings/by-key/{operation_id}",
 compensate = { method = "POST", url = "@SANDBOX_URL@/bookings/{business_ref}/cancel" }
 idempotency_header = "Idempotency-Key"
 operation_field = "client_reference"
-timeout_s = 2.0
+timeout_s = @TIMEOUT_S@
+commit_horizon_s = 5.0
 reconcile_initial_interval_s = 0.5
 reconcile_max_interval_s = 1.0
 attention_after_s = 5.0
@@ -41,7 +43,8 @@ dispatch = { method = "POST", url = "@SANDBOX_URL@/refunds" }
 lookup = { method = "GET", url = "@SANDBOX_URL@/refunds/by-key/{operation_id}", authoritative = true }
 idempotency_header = "Idempotency-Key"
 operation_field = "client_reference"
-timeout_s = 2.0
+timeout_s = @TIMEOUT_S@
+commit_horizon_s = 5.0
 reconcile_initial_interval_s = 0.5
 reconcile_max_interval_s = 1.0
 attention_after_s = 5.0
@@ -52,8 +55,12 @@ Your reference is {business_ref}."
 """
 
 
+# The sandbox kinds' dispatch timeout; C7's late commit lands a second after it, inside the horizon.
+DRILL_TIMEOUT_S = 2.0
+
+
 def drill_kinds(sandbox_url: str) -> str:
-    return DRILL_KINDS.replace("@SANDBOX_URL@", sandbox_url)
+    return DRILL_KINDS.replace("@SANDBOX_URL@", sandbox_url).replace("@TIMEOUT_S@", f"{DRILL_TIMEOUT_S}")
 
 
 @asynccontextmanager

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S
+from drill.cuts import LATE_COMMIT_AFTER_TIMEOUT_S
 from drill.proxy import Exchange, FaultProxy, ProxyMode
 from drill.runlog import DrillTimeout
 from drill.scenario import Scenario
@@ -35,6 +36,7 @@ PROXY_MODES: dict[str, ProxyMode] = {
     "drop_after_apply": "drop_after_forward",
     "fail_before_apply": "unavailable",
     "hold": "hold",
+    "late_commit": "delay",  # forwarded after the client gave up: the service commits it late
 }
 CALLS = ("dispatch", "lookup", "compensate")
 
@@ -191,6 +193,7 @@ class TargetBench:
             path=path_pattern(self.spec.dispatch.url),
             match=scenario.task_id,
             apply=scenario.variant != "before_commit",
+            delay_s=self.spec.timeout_s + LATE_COMMIT_AFTER_TIMEOUT_S,
         )
         self._faults[scenario.task_id] = fault.id
 

@@ -30,8 +30,16 @@ CREATE_FAULTS: dict[str | None, int] = {
     "error_after_apply": 10,
     "hang": 10,
     "hold": 10,
+    "late_commit": 10,
     "reject": 4,
 }
+# Write faults under which lookups may also read a lagging replica (`stale`): the write lands early
+# enough that a replica behind by at most STALE_LAG_MAX_S has it before the kinds' 3 s commit horizon
+# has passed. A held write may land 5 s late: the service would break its own horizon.
+STALE_LOOKUPS_WITH = frozenset(
+    {None, "delay", "drop_after_apply", "error_after_apply", "late_commit", "reject"}
+)
+STALE_LAG_MAX_S = 1.5
 ERROR_STATUSES = (500, 502, 503)
 POLL_BACKOFF = 1.3
 POLL_MAX_S = 10.0
@@ -43,6 +51,11 @@ class Fault:
     mode: str
     extra: dict[str, Any] = field(default_factory=dict)
     release_after_s: float | None = None  # hold faults: when the run lets them go
+
+    @property
+    def label(self) -> str:
+        """op:mode, with a delayed write that lookups cannot see named for what it is."""
+        return f"{self.op}:{'late_commit' if self.extra.get('unseen') else self.mode}"
 
     def body(self, service: str, match_key: str) -> dict[str, Any]:
         return {"service": service, "op": self.op, "mode": self.mode, "match_key": match_key, **self.extra}
@@ -99,19 +112,26 @@ def _create_fault(rng: random.Random) -> Fault | None:
         return Fault("create", mode, {"status": rng.choice(ERROR_STATUSES)})
     if mode == "hang":
         return Fault("create", mode, {"delay_s": round(rng.uniform(1, 4), 2), "apply": rng.random() < 0.5})
+    if mode == "late_commit":  # lands after the 1 s timeout; lookups answer 404 until then
+        return Fault("create", "delay", {"delay_s": round(rng.uniform(1.2, 2.0), 2), "unseen": True})
     if mode == "hold":
         apply = rng.random() < 0.5
         return Fault("create", mode, {"apply": apply}, release_after_s=round(rng.uniform(0.3, 5), 2))
     return Fault("create", mode)  # drop_after_apply, reject
 
 
-def _side_faults(rng: random.Random, kind: str, cancelled: bool) -> list[Fault]:
+def _side_faults(rng: random.Random, kind: str, cancelled: bool, write: Fault | None) -> list[Fault]:
     faults = []
     if rng.random() < 0.25:
-        if rng.random() < 0.6:
+        choice = rng.random()
+        write_mode = write.label.split(":")[1] if write else None
+        if choice < 0.45:
             faults.append(Fault("lookup", "fail_before_apply", {"status": 503, "count": rng.randint(1, 3)}))
-        else:
+        elif choice < 0.75 or write_mode not in STALE_LOOKUPS_WITH:
             faults.append(Fault("lookup", "delay", {"delay_s": round(rng.uniform(0.5, 2), 2)}))
+        else:
+            lag = round(rng.uniform(0.3, STALE_LAG_MAX_S), 2)
+            faults.append(Fault("lookup", "stale", {"delay_s": lag, "count": rng.randint(1, 3)}))
     # A reversal is sent only when a confirmed booking is cancelled: fault those that will be.
     if KINDS[kind].compensable and cancelled and rng.random() < 0.6:
         mode = rng.choice(["fail_before_apply", "error_after_apply", "drop_after_apply", "delay"])
@@ -171,7 +191,8 @@ def make_plan(
         create_fault = _create_fault(rng)
         events = _events(rng, lifetime, needs_go_ahead and not authorized, poll_s)
         cancelled = any(event.type == "cancel" for event in events)
-        faults = ([create_fault] if create_fault else []) + _side_faults(rng, kind, cancelled)
+        side = _side_faults(rng, kind, cancelled, create_fault)
+        faults = ([create_fault] if create_fault else []) + side
         plans.append(
             ActionPlan(
                 index=index,
@@ -192,7 +213,7 @@ def make_plan(
 
 
 def planned_faults(plans: list[ActionPlan]) -> dict[str, int]:
-    return dict(Counter(f"{fault.op}:{fault.mode}" for plan in plans for fault in plan.faults))
+    return dict(Counter(fault.label for plan in plans for fault in plan.faults))
 
 
 def planned_events(plans: list[ActionPlan]) -> dict[str, int]:

@@ -120,7 +120,7 @@ class Driver:
             tally.most_live = max(tally.most_live, tally.started - tally.finished)
             releases = []
             for fault in plan.faults:
-                label = f"{fault.op}:{fault.mode}"
+                label = fault.label
                 fault_id = await self.add_fault(fault.body(plan.service, plan.operation_id), label)
                 if fault_id and fault.release_after_s is not None:
                     releases.append(asyncio.create_task(self.release_later(fault_id, fault.release_after_s)))

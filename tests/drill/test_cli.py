@@ -23,7 +23,7 @@ def parse(*argv: str) -> argparse.Namespace:
 def test_the_defaults_drill_both_arms_on_every_cut() -> None:
     options = parse_options(parse())
     assert options.arms == ["transcript", "state"]
-    assert [cut.id for cut in options.cuts] == ["C0", "C1", "C2", "C3", "C4", "C5", "C6"]
+    assert [cut.id for cut in options.cuts] == ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7"]
     assert options.seeds >= 1 and options.api_url is None
 
 
@@ -50,7 +50,7 @@ def test_the_defaults_drill_both_arms_on_every_cut() -> None:
         ),
         (["--config", "k.toml"], "belong to --target-kind"),
         (["--target-kind", "refund", "--config", "k.toml", "--params", "[1]"], "JSON object"),
-        (["--cuts", "C7"], "unknown cut"),
+        (["--cuts", "C8"], "unknown cut"),
     ],
 )
 def test_impossible_combinations_are_refused_with_a_reason(argv: list[str], message: str) -> None:

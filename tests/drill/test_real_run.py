@@ -26,6 +26,7 @@ compensate = { method = "POST", url = "@URL@/bookings/{business_ref}/cancel" }
 idempotency_header = "Idempotency-Key"
 operation_field = "client_reference"
 timeout_s = 2.0
+commit_horizon_s = 4.0
 reconcile_initial_interval_s = 0.5
 reconcile_max_interval_s = 1.0
 """
@@ -51,20 +52,21 @@ def options(out: Path, cuts: list[str], **extra: object) -> Options:
 async def test_c2_costs_the_transcript_arm_and_not_the_state_arm(
     stack: Stack, sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    wanted = options(tmp_path, ["C0", "C2"], api_url=stack.api_url, sandbox_url=stack.sandbox_url)
+    wanted = options(tmp_path, ["C0", "C2", "C7"], api_url=stack.api_url, sandbox_url=stack.sandbox_url)
     built = await drill(wanted, Console(quiet=True))
 
     written = json.loads((tmp_path / "results.json").read_text())
     assert written == json.loads(json.dumps(built))
     assert set(written) == {"arms", "cuts", "seeds", "summary", "runs"}
-    assert (written["arms"], written["cuts"], written["seeds"]) == (["transcript", "state"], ["C0", "C2"], 1)
+    cuts = ["C0", "C2", "C7"]
+    assert (written["arms"], written["cuts"], written["seeds"]) == (["transcript", "state"], cuts, 1)
     assert {(arm, cut) for arm in written["summary"] for cut in written["summary"][arm]} == {
-        (arm, cut) for arm in ("transcript", "state") for cut in ("C0", "C2")
+        (arm, cut) for arm in ("transcript", "state") for cut in cuts
     }
     for cuts in written["summary"].values():
         for metrics in cuts.values():
             assert set(metrics) >= CONTRACT_METRICS
-    assert len(written["runs"]) == 8 and not [run["error"] for run in written["runs"] if run["error"]]
+    assert len(written["runs"]) == 12 and not [run["error"] for run in written["runs"] if run["error"]]
     assert (tmp_path / "report.md").read_text().startswith("# settled drill")
     assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -76,8 +78,10 @@ async def test_c2_costs_the_transcript_arm_and_not_the_state_arm(
     for run in written["runs"]:  # the sandbox agrees with the drill's reading of it
         records = sandbox.records(run["task_id"])
         assert len(records) == len(run["truth"]["records"])
-        expected = 2 if (run["arm"], run["cut"]) == ("transcript", "C2") else 1
-        assert len(records) == expected, run["task_id"]
+        if run["arm"] == "state" or run["cut"] == "C0":
+            assert len(records) == 1, run["task_id"]  # C7 too: a 404 before the late commit changed nothing
+        elif run["cut"] == "C2":
+            assert len(records) == 2, run["task_id"]
 
 
 async def test_target_mode_drills_ones_own_service_through_the_fault_proxy(
@@ -87,7 +91,7 @@ async def test_target_mode_drills_ones_own_service_through_the_fault_proxy(
     config.write_text(MY_SERVICE.replace("@URL@", stack.sandbox_url))
     wanted = options(
         tmp_path / "out",
-        ["C0", "C2", "C5"],
+        ["C0", "C2", "C5", "C7"],
         seeds=2,
         arms=["state"],
         target_kind="room_booking",
@@ -109,5 +113,5 @@ async def test_target_mode_drills_ones_own_service_through_the_fault_proxy(
             assert records == []
         if run["variant"] == "after_commit":
             assert records[0]["status"] == "cancelled" and seen[0]["cancelled_at"] is not None
-        if run["cut"] in ("C0", "C2"):
+        if run["cut"] in ("C0", "C2", "C7"):
             assert [r["status"] for r in records] == ["booked"]
