@@ -2,17 +2,18 @@
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Header, Path, Request
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from api.deps import GatewayDep, TenantDep
 from api.strict import StrictJsonRoute, valid_path_ids
 from settled.gateway import Gateway
 from settled.handoff import Handoff
-from settled.models import IDENTIFIER_PATTERN, ActionStatus, ConversationEventBody
-from workflows.messages import ChannelEvent
+from settled.models import IDENTIFIER_PATTERN, ConversationEventBody
+from workflows.messages import ChannelEvent, EventsSince
 
 router = APIRouter(
     prefix="/v1/conversations",
@@ -41,25 +42,77 @@ async def handoff(conversation_id: ConversationId, tenant: TenantDep, gateway: G
 
 @router.get("/{conversation_id}/stream")
 async def stream(
-    conversation_id: ConversationId, request: Request, tenant: TenantDep, gateway: GatewayDep
+    conversation_id: ConversationId,
+    request: Request,
+    tenant: TenantDep,
+    gateway: GatewayDep,
+    last_event_id: Annotated[str | None, Header(description="resume after this event")] = None,
 ) -> EventSourceResponse:
-    """The current state of every action first, then every change, in order."""
-    return EventSourceResponse(_events(gateway, tenant, conversation_id, request), ping=15)
+    """The current state of every action first, then every change, in order. With `Last-Event-ID`,
+    only what came after that event."""
+    resume = StreamPosition.parse(last_event_id)
+    return EventSourceResponse(_events(gateway, tenant, conversation_id, request, resume), ping=15)
 
 
-def _event(seq: int, status: ActionStatus) -> dict[str, str]:
-    return {"event": "action", "id": str(seq), "data": status.model_dump_json()}
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a client stands: after change `seq` of the conversation's log, or, inside the opening
+    snapshot taken at `seq`, after its `index`-th action. Ids are `SEQ` or `SEQ.INDEX`."""
+
+    seq: int
+    index: int | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> "StreamPosition | None":
+        if not text:
+            return None
+        seq, _, index = text.strip().partition(".")
+        if not seq.isdigit() or (index and not index.isdigit()):
+            return None  # not one of ours: start afresh
+        return cls(int(seq), int(index) if index else None)
+
+    def event_id(self) -> str:
+        return str(self.seq) if self.index is None else f"{self.seq}.{self.index}"
+
+
+def _starting_point(resume: StreamPosition | None, head: EventsSince | None) -> StreamPosition:
+    """Where this connection starts: after the client's last change when the log still holds what
+    came after it (index None: no snapshot); otherwise a snapshot at the head, or the rest of the
+    snapshot the client was reading."""
+    current = head.seq if head else 0
+    if resume is None or resume.seq > current:
+        return StreamPosition(current, 0)  # a new client (or an id from another conversation)
+    if resume.index is not None:
+        return resume
+    if head is not None and head.truncated:
+        return StreamPosition(current, 0)  # the bounded log lost its place: the state instead
+    return resume
+
+
+def _event(position: StreamPosition, data: str) -> dict[str, str]:
+    return {"event": "action", "id": position.event_id(), "data": data}
 
 
 async def _events(
-    gateway: Gateway, tenant: str | None, conversation_id: str, request: Request
+    gateway: Gateway,
+    tenant: str | None,
+    conversation_id: str,
+    request: Request,
+    resume: StreamPosition | None,
 ) -> AsyncIterator[dict[str, str] | ServerSentEvent]:
-    # The head first, then the state: a change in between is sent twice rather than missed.
-    head = await gateway.events_since(tenant, conversation_id, 2**62)
-    seq = head.seq if head else 0
-    current = await gateway.handoff(tenant, conversation_id)
-    for status in current.actions:
-        yield _event(seq, status)
+    sent: dict[str, str] = {}  # what this connection last sent of each action: nothing twice
+    head = await gateway.events_since(tenant, conversation_id, resume.seq if resume else 2**62)
+    start = _starting_point(resume, head)
+    seq = start.seq
+    if start.index is not None:
+        # The state now, from the head on: a change made while it is read comes again as an event
+        # only if it differs from what was sent.
+        current = await gateway.handoff(tenant, conversation_id)
+        for index, status in enumerate(current.actions, start=1):
+            if index > start.index:
+                data = status.model_dump_json()
+                sent[status.operation_id] = data
+                yield _event(StreamPosition(seq, index), data)
     yield ServerSentEvent(comment="live")  # the client now sees every change after the state above
     while not await request.is_disconnected():
         await asyncio.sleep(STREAM_POLL_S)
@@ -67,6 +120,10 @@ async def _events(
         if page is None:
             continue
         for event in page.events:
-            if event.status.conversation_id == conversation_id:
-                yield _event(event.seq, event.status)
+            status = event.status
+            data = status.model_dump_json()
+            if status.conversation_id != conversation_id or sent.get(status.operation_id) == data:
+                continue
+            sent[status.operation_id] = data
+            yield _event(StreamPosition(event.seq), data)
         seq = page.seq
