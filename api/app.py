@@ -11,6 +11,7 @@ from api.metrics import router as metrics_router
 from api.page.routes import router as page_router
 from api.ratelimit import RateLimited
 from api.routes import actions, codec, conversations, health
+from api.routes.kinds import router as kinds_router
 from settled.codec import EncryptionCodec
 from settled.config import Settings
 from settled.kinds import Kinds, load_kinds
@@ -30,6 +31,7 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(health.router)
     app.include_router(actions.router)
     app.include_router(conversations.router)
+    app.include_router(kinds_router)
     app.include_router(page_router)
     app.include_router(codec.router)
     app.include_router(metrics_router)

@@ -39,6 +39,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/v1/conversations/{conv}/events", {"type": "channel_closed", "channel": "voice"}),
     ("GET", "/v1/conversations/{conv}/handoff", None),
     ("GET", "/v1/conversations/{conv}/stream", None),
+    ("GET", "/v1/kinds", None),
 ]
 ACTION_ROUTES = [route for route in ROUTES if "{op}" in route[1]]
 
