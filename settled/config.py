@@ -82,6 +82,17 @@ class Settings:
     # Requests per tenant (per client address without API keys); None: no limit.
     rate_limit: RateLimit | None = field(default_factory=lambda: parse_rate_limit(DEFAULT_RATE_LIMIT))
 
+    def kinds_file(self, part: str) -> Path:
+        """The kinds file a production part runs on. `settled worker` and `settled api` never fall back
+        to the sandbox kinds: a worker that quietly sent real requests to a sandbox's addresses, or an
+        API offering kinds nobody configured, is a misconfiguration to stop at start-up."""
+        if self.config_path is None:
+            raise SettingsError(
+                f"SETTLED_CONFIG is not set: `settled {part}` needs the kinds file that declares your "
+                "business actions (`settled dev` and `settled sandbox` run the sandbox kinds without one)"
+            )
+        return self.config_path
+
     @property
     def multi_tenant(self) -> bool:
         return bool(self.api_keys)

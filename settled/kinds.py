@@ -227,11 +227,16 @@ def _describe(error: ErrorDetails) -> str:
     return f"{where}: {message}"
 
 
+def sandbox_kinds_text(sandbox_url: str) -> str:
+    """The built-in sandbox kinds as a kinds file, pointed at `sandbox_url`."""
+    template = resources.files("settled").joinpath("sandbox_kinds.toml").read_text()
+    return template.replace("@SANDBOX_URL@", sandbox_url.rstrip("/"))
+
+
 def load_kinds(path: str | Path | None, sandbox_url: str = "http://127.0.0.1:8100") -> Kinds:
     """The kinds file at `path`, or the sandbox kinds pointed at `sandbox_url`."""
     if path is None:
-        template = resources.files("settled").joinpath("sandbox_kinds.toml").read_text()
-        return parse_kinds(template.replace("@SANDBOX_URL@", sandbox_url.rstrip("/")), "sandbox kinds")
+        return parse_kinds(sandbox_kinds_text(sandbox_url), "sandbox kinds")
     file = Path(path)
     try:
         text = file.read_text()

@@ -79,8 +79,8 @@ def worker(_: argparse.Namespace) -> None:
 
     settings = Settings.from_env()
     # The worker runs each action on the kinds copied into it, but a deployment whose kinds file is
-    # broken is broken: it fails here, at start-up, as the API does, not at the first request.
-    load_kinds(settings.config_path, settings.sandbox_url)
+    # missing or broken is broken: it fails here, at start-up, as the API does, not at the first request.
+    load_kinds(settings.kinds_file("worker"), settings.sandbox_url)
     main()
 
 
@@ -90,7 +90,7 @@ def api(args: argparse.Namespace) -> None:
     from api.app import create_app
 
     settings = Settings.from_env()
-    app = create_app(settings, load_kinds(settings.config_path, settings.sandbox_url))
+    app = create_app(settings, load_kinds(settings.kinds_file("api"), settings.sandbox_url))
     try:
         ensure_free(args.api_port, "API", "--api-port", host=args.host)
     except StackError as error:

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from settled import visibility
+from settled.kinds import sandbox_kinds_text
 
 DYNAMIC_CONFIG = (
     "system.enableEagerWorkflowStart=true",
@@ -218,10 +219,18 @@ class Stack:
         env.setdefault("SETTLED_SANDBOX_URL", self.sandbox_url)
         if self.ui:
             env.setdefault("SETTLED_CODEC_CORS_ORIGINS", f"{self.ui_url},http://localhost:{self.ports.ui}")
-        if self.config is not None:
-            env["SETTLED_CONFIG"] = str(Path(self.config).resolve())
         env.update(self.extra_env)
+        env["SETTLED_CONFIG"] = str(self._kinds_file(env["SETTLED_SANDBOX_URL"]))
         return env
+
+    def _kinds_file(self, sandbox_url: str) -> Path:
+        """The kinds file every part runs on: the one given, or the sandbox kinds written out (the
+        worker and the API refuse to start without a file; the dev stack's default is the sandbox)."""
+        if self.config is not None:
+            return Path(self.config).resolve()
+        path = self.data_dir / "sandbox-kinds.toml"
+        path.write_text(sandbox_kinds_text(sandbox_url))
+        return path
 
     def _python(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "settled", *args]

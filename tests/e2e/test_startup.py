@@ -161,3 +161,11 @@ def test_a_valid_configuration_does_reach_for_temporal(listener: socket.socket, 
     finally:
         worker.kill()
         worker.wait(10)
+
+
+def test_without_a_kinds_file_both_parts_refuse_instead_of_running_the_sandbox_kinds(
+    listener: socket.socket,
+) -> None:
+    """A production worker must never quietly send real requests to a sandbox's addresses."""
+    runs = _run_parts(_env(listener))
+    _assert_refused(runs, listener, "SETTLED_CONFIG is not set", "kinds file")
