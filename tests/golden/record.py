@@ -20,8 +20,9 @@ from tests.helpers import BOOKING, REFUND, Sandbox, create, start_stack, wait_st
 HERE = Path(__file__).parent
 # Each recording generation keeps its own files: histories recorded by older code stay, so their
 # replay proves that runs started before a patch still replay. `golden-` was recorded before the
-# in-task business calls and the one idle timer; `golden2-` after.
-GENERATION = "golden2"
+# in-task business calls and the one idle timer; `golden2-` after them (and `golden2-early-404`,
+# recorded before the commit horizon, re-sends at once); `golden3-` after the commit horizon.
+GENERATION = "golden3"
 CONVERSATION = f"{GENERATION}-conversation"
 
 
@@ -110,6 +111,16 @@ def lookup_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
     return op
 
 
+def early_404(api: httpx.Client, sandbox: Sandbox) -> str:
+    """A service without deduplication, a request not applied, a 404 soon after: recorded before the
+    commit horizon this re-sends at once; after it, the 404 waits for the horizon (patch commit-horizon)."""
+    op = f"{GENERATION}-early-404"
+    sandbox.fault("refunds", "create", "fail_before_apply", op, status=503)
+    create(api, "refund_nodedup", REFUND, operation_id=op, conversation_id=CONVERSATION)
+    wait_state(api, op, "confirmed")
+    return op
+
+
 SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     normal,
     response_lost,
@@ -118,6 +129,7 @@ SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     not_applied,
     cancel_in_flight,
     amended,
+    early_404,
 ]
 
 

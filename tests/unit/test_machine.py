@@ -303,7 +303,7 @@ def test_a_cancel_that_may_follow_an_unrecorded_send_checks_before_cancelling() 
     assert action.next_step(at(1)).action == "lookup"
     action.on_lookup(LookupOutcome(result="applied", business_ref="b-7", detail="found"), at(2))
     assert action.compensation_pending  # applied after all: it is reversed, not called never-applied
-    other = in_task_record()
+    other = in_task_record(commit_horizon_s=30.0)
     other.apply_cancel(None, None, at(1))
     other.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(2))
     assert other.state is State.UNKNOWN  # the send may have left just now: a 404 proves nothing yet

@@ -3,7 +3,9 @@
 No server is needed: the Replayer runs the workflow code against each recorded history.
 """
 
+import base64
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -61,3 +63,19 @@ def test_the_newest_histories_cover_calls_inside_the_workflow_task() -> None:
     for name in ("golden2-lost-in-task", "golden2-lookup-in-task"):
         assert "core_local_activity" in (GOLDEN / f"{name}.json").read_text()
     assert "core_local_activity" not in (GOLDEN / "golden-lost.json").read_text()
+
+
+def _patches(name: str) -> set[str]:
+    """The patch ids a history's markers carry."""
+    events = json.loads((GOLDEN / f"{name}.json").read_text())["events"]
+    details = [event.get("markerRecordedEventAttributes", {}).get("details", {}) for event in events]
+    data = [base64.b64decode(d["patch-data"]["payloads"][0]["data"]) for d in details if "patch-data" in d]
+    return {json.loads(raw)["id"] for raw in data}
+
+
+def test_both_sides_of_the_commit_horizon_patch_are_replayed() -> None:
+    """The same early 404 of a service without deduplication: re-sent at once by a run recorded before
+    the commit horizon (its replay must keep doing so), held until the horizon by one after it."""
+    assert "commit-horizon" not in _patches("golden2-early-404")
+    assert "commit-horizon" in _patches("golden3-early-404")
+    assert "commit-horizon" not in _patches("golden3-normal")  # asked only where the rule decides
