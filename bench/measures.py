@@ -10,9 +10,12 @@ from typing import Any
 
 import httpx
 
+from bench.floor import Floor
 from bench.stats import summarize
 
 BOOKING = {"room": "Ada", "day": "Thursday"}
+REFUND = {"order_id": "o-bench", "amount": 1, "currency": "EUR"}
+PARAMS = {"room_booking": BOOKING, "room_booking_on_event": BOOKING, "refund_nodedup": REFUND}
 WAIT_S = 10
 INTERRUPTED = {"type": "interrupted", "channel": "voice"}
 
@@ -64,7 +67,7 @@ class Run:
             "conversation_id": f"conv-{operation_id}",
             "operation_id": operation_id,
             "kind": kind,
-            "params": BOOKING,
+            "params": PARAMS[kind],
             "authorized": authorized,
         }
         response = await self.api.post("/v1/actions", json=body, params={"wait": wait})
@@ -89,16 +92,17 @@ async def timed(call: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
     return (time.perf_counter() - started) * 1000, result
 
 
-async def bare_call(run: Run, n: int) -> list[float]:
-    """The sandbox's booking endpoint called directly: what the business call costs by itself."""
+async def bare_call(run: Run, n: int, deduplicated: bool = True) -> list[float]:
+    """The sandbox's booking endpoint (with its key), or its refund endpoint (without one), called
+    directly: what the business call costs by itself."""
     samples = []
     for _ in range(n):
         key = run.new_id("bare")
-        body = {**BOOKING, "client_reference": key}
+        path = "/bookings" if deduplicated else "/refunds"
+        body = {**(BOOKING if deduplicated else REFUND), "client_reference": key}
+        headers = {"Idempotency-Key": key} if deduplicated else {}
         elapsed, response = await timed(
-            lambda key=key, body=body: run.sandbox.post(
-                "/bookings", json=body, headers={"Idempotency-Key": key}
-            )
+            lambda path=path, body=body, headers=headers: run.sandbox.post(path, json=body, headers=headers)
         )
         if response.status_code != 201:
             raise BenchError(f"bare call: {response.status_code} {response.text[:200]}")
@@ -106,12 +110,13 @@ async def bare_call(run: Run, n: int) -> list[float]:
     return samples
 
 
-async def durable_action(run: Run, n: int) -> list[float]:
-    """The same booking through settled, one at a time, until the business system confirmed it."""
+async def durable_action(run: Run, n: int, kind: str = "room_booking") -> list[float]:
+    """The same booking (or refund) through settled, one at a time, until the business system
+    confirmed it."""
     samples = []
     for _ in range(n):
         operation_id = run.new_id("durable")
-        elapsed, status = await timed(lambda op=operation_id: run.create(op))
+        elapsed, status = await timed(lambda op=operation_id: run.create(op, kind=kind))
         if status["state"] != "confirmed":
             raise BenchError(f"{operation_id} ended {status['state']}: {status.get('reason')}")
         samples.append(elapsed)
@@ -260,4 +265,32 @@ async def burst(run: Run, n: int) -> dict[str, Any]:
         **summarize([elapsed for elapsed, _ in answers]).as_dict(),
         "confirmed_in_wait": len(confirmed),
         "final_states": final,
+    }
+
+
+async def floor_actions(floor: Floor, n: int, deduplicated: bool) -> list[float]:
+    """Temporal's floor for the same step, one at a time (bench.floor)."""
+    return [await floor.action(deduplicated) for _ in range(n)]
+
+
+async def floor_throughput(
+    floor: Floor, seconds: float, concurrency: int, deduplicated: bool
+) -> dict[str, Any]:
+    """The floor's closed loop with the same callers as `throughput`."""
+    deadline = time.perf_counter() + seconds
+    latencies: list[float] = []
+
+    async def caller() -> None:
+        while time.perf_counter() < deadline:
+            latencies.append(await floor.action(deduplicated))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    elapsed_s = time.perf_counter() - started
+    return {
+        "seconds": round(elapsed_s, 2),
+        "concurrency": concurrency,
+        "confirmed": len(latencies),
+        "per_second": round(len(latencies) / elapsed_s, 1),
+        "latency_ms": summarize(latencies).as_dict(),
     }

@@ -12,11 +12,13 @@ from typing import Any
 import httpx
 
 from bench import measures
+from bench.floor import floor_worker
 from bench.measures import Run, Sizes
 from bench.stats import summarize
 from settled.stack import SQLITE_PRAGMAS, Ports, Stack
 
 KINDS = Path(__file__).parent / "kinds.toml"
+NOT_DEDUPLICATED = "refund_nodedup"
 
 
 def rss_mb(pid: int) -> dict[str, float]:
@@ -33,6 +35,29 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (/proc/PID/stat, fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def ratios_to_floor(results: dict[str, Any]) -> dict[str, float | None]:
+    """settled's overhead over the bare call as a multiple of the floor's, and its throughput as a
+    fraction of the floor's, for each kind of service (None where the floor's figure is not positive)."""
+
+    def ratio(numerator: float, denominator: float) -> float | None:
+        return round(numerator / denominator, 2) if denominator > 0 else None
+
+    ratios: dict[str, float | None] = {}
+    for suffix in ("", "_not_deduplicated"):
+        settled, floor = results[f"durable_action_overhead{suffix}_ms"], results[f"floor_overhead{suffix}_ms"]
+        for q in ("p50", "p99"):
+            ratios[f"overhead{suffix}_{q}"] = ratio(settled[q], floor[q])
+    ratios["throughput"] = ratio(
+        results["throughput"]["per_second"], results["floor_throughput"]["per_second"]
+    )
+    return ratios
 
 
 def machine() -> dict[str, Any]:
@@ -77,6 +102,7 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
     async with (
         httpx.AsyncClient(base_url=stack.api_url, timeout=60, limits=limits) as api,
         httpx.AsyncClient(base_url=stack.sandbox_url, timeout=30, limits=limits) as sandbox,
+        floor_worker(stack.temporal_address, stack.sandbox_url) as floor,
     ):
         run = Run(api, sandbox)
         results: dict[str, Any] = {}
@@ -88,24 +114,39 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
             progress(f"{name}: {time.perf_counter() - started:.1f}s")
             return value
 
-        # Warm up both paths (connections, imports, the worker's workflow cache) before counting.
+        # Warm up every path (connections, imports, the workers' caches) before counting.
         await measures.bare_call(run, 5)
         await measures.durable_action(run, 5)
+        await measures.durable_action(run, 5, kind=NOT_DEDUPLICATED)
+        await measures.floor_actions(floor, 5, deduplicated=True)
+        await measures.floor_actions(floor, 5, deduplicated=False)
 
-        # Interleave the bare and durable samples in blocks, so drifting load hits both alike.
-        bare: list[float] = []
-        durable: list[float] = []
+        # Interleave every arm in blocks, so drifting load hits them all alike.
+        arms: dict[str, Callable[[int], Awaitable[list[float]]]] = {
+            "bare_call_ms": lambda n: measures.bare_call(run, n),
+            "durable_action_ms": lambda n: measures.durable_action(run, n),
+            "floor_ms": lambda n: measures.floor_actions(floor, n, deduplicated=True),
+            "bare_call_not_deduplicated_ms": lambda n: measures.bare_call(run, n, deduplicated=False),
+            "durable_action_not_deduplicated_ms": lambda n: measures.durable_action(
+                run, n, kind=NOT_DEDUPLICATED
+            ),
+            "floor_not_deduplicated_ms": lambda n: measures.floor_actions(floor, n, deduplicated=False),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in arms}
         block = max(1, sizes.sequential // 10)
         for _ in range(0, sizes.sequential, block):
-            bare += await measures.bare_call(run, block)
-            durable += await measures.durable_action(run, block)
-        progress(f"bare and durable: {len(durable)} samples each")
-        results["bare_call_ms"] = summarize(bare).as_dict()
-        results["durable_action_ms"] = summarize(durable).as_dict()
-        results["overhead_ms"] = {
-            q: round(results["durable_action_ms"][q] - results["bare_call_ms"][q], 2)
-            for q in ("p50", "p95", "p99")
-        }
+            for name, arm in arms.items():
+                samples[name] += await arm(block)
+        progress(f"bare, durable and floor: {sizes.sequential} samples each, both kinds of service")
+        for name, values in samples.items():
+            results[name] = summarize(values).as_dict()
+        for suffix in ("", "_not_deduplicated"):
+            bare = results[f"bare_call{suffix}_ms"]
+            for arm in ("durable_action", "floor"):
+                results[f"{arm}_overhead{suffix}_ms"] = {
+                    q: round(results[f"{arm}{suffix}_ms"][q] - bare[q], 2) for q in ("p50", "p95", "p99")
+                }
+        results["overhead_ms"] = results["durable_action_overhead_ms"]
 
         in_flight = await step("actions in flight", lambda: measures.waiting_actions(run, sizes.in_flight))
         reads = await step(
@@ -138,6 +179,24 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
             name: round((cpu_seconds(pid) - cpu_before[name]) * 1000 / created, 1)
             for name, pid in pids.items()
         }
+
+        temporal = pids["temporal"]
+        for deduplicated, name in ((True, "floor_throughput"), (False, "floor_throughput_not_deduplicated")):
+            before = (cpu_seconds(temporal), own_cpu_seconds())
+            results[name] = await step(
+                name.replace("_", " "),
+                lambda d=deduplicated: measures.floor_throughput(
+                    floor, sizes.throughput_s, sizes.throughput_concurrency, d
+                ),
+            )
+            done = max(1, results[name]["confirmed"])
+            results[name]["cpu_ms_per_action"] = {
+                "temporal": round((cpu_seconds(temporal) - before[0]) * 1000 / done, 1),
+                "bench process (its worker and callers)": round(
+                    (own_cpu_seconds() - before[1]) * 1000 / done, 1
+                ),
+            }
+        results["vs_floor"] = ratios_to_floor(results)
 
         loads = {}
         for n in sizes.loads:

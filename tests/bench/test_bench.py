@@ -30,5 +30,13 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     assert results["sandbox_records"]["duplicates"] == 0 and results["sandbox_records"]["total"] > 0
     assert results["memory"]["worker"]["peak_rss_mb"] > 0
     assert results["cpu_ms_per_action"]["temporal"] > 0
-    assert "overhead p50" in (out / "results.md").read_text()
-    assert "targets (issue #9)" in run.stdout
+    for arm in ("floor", "durable_action_not_deduplicated", "floor_not_deduplicated"):
+        assert results[f"{arm}_ms"]["n"] == sizes["sequential"], arm
+    for name in ("floor_throughput", "floor_throughput_not_deduplicated"):
+        assert results[name]["confirmed"] > 0 and results[name]["cpu_ms_per_action"]["temporal"] > 0
+    assert set(results["vs_floor"]) == {
+        "overhead_p50", "overhead_p99", "overhead_not_deduplicated_p50",
+        "overhead_not_deduplicated_p99", "throughput",
+    }  # fmt: skip
+    assert "overhead p50 / floor's" in (out / "results.md").read_text()
+    assert "targets (docs/performance.md)" in run.stdout
