@@ -1,8 +1,10 @@
-"""What every channel adapter shares: declared kinds as tools, truthful tool results, and the
-forwarding of a channel's events to settled, in order, without blocking the voice loop.
+"""What every channel adapter shares: declared kinds as tools, truthful tool results, the rule for
+what the caller heard, and the forwarding of a channel's events to settled, in order, without
+blocking the voice loop.
 
 Nothing here imports a framework. The adapters (`adapters.openai_agents`, `adapters.pipecat`,
-`adapters.livekit`) translate their framework's tools and events into `SettledChannel` calls.
+`adapters.livekit`) translate their framework's tools and events into `SettledChannel` calls: each
+only says when an utterance began, what it says, and whether its playback reached the end.
 """
 
 import asyncio
