@@ -36,12 +36,21 @@ SAMPLE_RATE = 16_000
 class ScriptedLLM(llm.LLM):
     """An LLM that follows a `RefundScript`: it calls a tool when the caller asks for something
     (saying `filler` with the call, when set), and says each tool output it gets (including
-    LiveKit's progress updates and deferred replies)."""
+    LiveKit's progress updates and deferred replies). With `holding` set, it answers anything else
+    the caller says with that line, whatever results it has."""
 
-    def __init__(self, script: RefundScript, *, call_prefix: str = "call", filler: str | None = None) -> None:
+    def __init__(
+        self,
+        script: RefundScript,
+        *,
+        call_prefix: str = "call",
+        filler: str | None = None,
+        holding: str | None = None,
+    ) -> None:
         super().__init__()
         self.script = script
         self.filler = filler
+        self.holding = holding
         self.call_ids: list[str] = []
         self._prefix = call_prefix
         self._ids = itertools.count(1)
@@ -75,7 +84,10 @@ class ScriptedLLM(llm.LLM):
                     id=call_id,
                     delta=llm.ChoiceDelta(role="assistant", content=self.filler, tool_calls=[tool_call]),
                 )
-            line = self.script.reply(outputs[-1]) if outputs else self.script.small_talk(text)
+            if self.holding:
+                line = self.holding
+            else:
+                line = self.script.reply(outputs[-1]) if outputs else self.script.small_talk(text)
         elif outputs:
             line = self.script.reply(outputs[-1])
         else:
@@ -140,7 +152,8 @@ class Loudspeaker(io.AudioOutput):
         self.finished: list[str] = []  # the sentences whose audio all played
         self.gone = False
         self.changed = asyncio.Event()
-        self._queue: asyncio.Queue[rtc.AudioFrame | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[int, rtc.AudioFrame | None]] = asyncio.Queue()
+        self._epoch = 0  # one per run of audio between two interruptions
         self._position = 0.0
         self._segment_open = False
         self._playing: asyncio.Task[None] | None = None
@@ -152,17 +165,15 @@ class Loudspeaker(io.AudioOutput):
         if not self._segment_open:
             self._segment_open, self._position = True, 0.0
             self.on_playback_started(created_at=time.time())
-        self._queue.put_nowait(frame)
+        self._queue.put_nowait((self._epoch, frame))
 
     def flush(self) -> None:
         super().flush()
         if self._segment_open:
-            self._queue.put_nowait(None)  # the segment ends here
+            self._queue.put_nowait((self._epoch, None))  # the segment ends here
 
     def clear_buffer(self) -> None:
-        while not self._queue.empty():
-            self._queue.get_nowait()
-        self._queue.put_nowait(None)
+        self._epoch += 1  # what is queued, and the frame now playing, is never heard
         self._end_segment(interrupted=True)
 
     def _end_segment(self, interrupted: bool) -> None:
@@ -173,15 +184,17 @@ class Loudspeaker(io.AudioOutput):
     async def _play(self) -> None:
         last: str | None = None
         while True:
-            frame = await self._queue.get()
-            if frame is None:
-                if last is not None and not self.gone and self._segment_open:
+            epoch, frame = await self._queue.get()
+            if epoch != self._epoch:
+                last = None
+            elif frame is None:
+                if last is not None and not self.gone:
                     self.finished.append(last)
                 self._end_segment(interrupted=False)
                 last = None
             elif not self.gone:
                 await asyncio.sleep(frame.duration)  # real time
-                if not self._segment_open or self.gone:
+                if epoch != self._epoch or self.gone:
                     continue
                 sentence = self.sentences[int(frame.data[0]) - 1]
                 if last is not None and last != sentence:
@@ -193,6 +206,12 @@ class Loudspeaker(io.AudioOutput):
 
     def hang_up(self) -> None:
         self.gone = True
+
+    async def aclose(self) -> None:
+        """Stop the player (after the session closed)."""
+        if self._playing is not None:
+            self._playing.cancel()
+            await asyncio.gather(self._playing, return_exceptions=True)
 
     def heard_of(self, part: str) -> float:
         """How many ms the caller heard of the sentences that say `part`."""
@@ -229,6 +248,7 @@ async def call(api_url: str, conversation_id: str, order_id: str) -> dict[str, A
             await session.run(user_input=line.format(order_id=order_id))
         await speaker.until(script.said[-1].split(". ")[-1])  # heard to its end; then the call ends
         await session.aclose()
+        await speaker.aclose()
         await bridge.aclose()
         handoff = await client.handoff(conversation_id)
     return {"said": script.said, "handoff": handoff}

@@ -28,7 +28,7 @@ from adapters.common import ActionKind, derived_operation_id
 from adapters.livekit import SettledLiveKit
 from examples import livekit_refund
 from examples.livekit_refund import Loudspeaker, ScriptedLLM, ScriptedTTS
-from examples.scripted import FILLER, RefundScript
+from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.stack import Stack
 from settled.states import State
 from tests.adapters.conftest import SentClient
@@ -179,6 +179,7 @@ async def call(
     wait_s: float = 5,
     chunk_ms: int | None = 20,
     disconnect: bool = False,
+    holding: str | None = None,
 ) -> AsyncIterator[Call]:
     """An `AgentSession` whose audio plays to the caller at real-time speed; the model says a filler
     with the tool call. Leaving the block is the caller hanging up, wherever the audio is: the line
@@ -187,7 +188,7 @@ async def call(
     script = RefundScript(refund=params)
     voice = ScriptedTTS(ms_per_char=MS_PER_CHAR, chunk_ms=chunk_ms)
     session: AgentSession[None] = AgentSession(
-        llm=ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER), tts=voice
+        llm=ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=holding), tts=voice
     )
     speaker = Loudspeaker(voice.sentences)
     session.output.audio = speaker
@@ -206,6 +207,7 @@ async def call(
         await asyncio.wait_for(closed.wait(), 20)
     finally:
         await session.aclose()
+        await speaker.aclose()
         await bridge.aclose()
 
 
@@ -301,6 +303,33 @@ async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_
     action = await settled.get(op)
     assert action.presented is not None and action.presented.completed and action.presented.text == action.say
     assert (await settled.handoff(conversation)).say == ""
+
+
+async def test_a_holding_line_after_a_barge_in_presents_nothing(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    """The caller cuts the confirmation off ("are you still there?") and hears "I'm still working
+    on that" to its end, generated after the model had the outcome. It does not say the outcome:
+    the cut confirmation is what was presented, and it is owed."""
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
+        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:", heard_ms=150)
+        await c.session.interrupt()  # the caller cuts in ...
+        c.session.generate_reply(user_input="Are you still there?")  # ... and is answered
+        await c.speaker.until(HOLDING)
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    assert c.speaker.heard_of(HOLDING) >= len(HOLDING) * MS_PER_CHAR * 0.9
+    await _owed(settled, conversation, op)
+    assert ("presented", "heard") not in settled.sent
+
+
+async def _confirmed_in(session: AgentSession[None]) -> bool:
+    return any(
+        item.type == "function_call_output" and item.output.startswith("CONFIRMED")
+        for item in session.history.items
+    )
 
 
 async def _said_done(script: RefundScript) -> bool:
