@@ -226,6 +226,8 @@ class SettledChannel:
     # (when, status): every status the model was handed, oldest first.
     _told: list[tuple[float, ActionStatus]] = field(default_factory=list, init=False)
     _playing: dict[str, _Utterance] = field(default_factory=dict, init=False)
+    # Ended utterances stay ended: a late event of one already heard must not reopen (and cut) it.
+    _ended: set[str] = field(default_factory=set, init=False)
     _closed: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -343,7 +345,7 @@ class SettledChannel:
     def utterance_started(self, utterance_id: str, generated_at: float | None = None) -> None:
         """The model began generating an utterance (`generated_at`: when, as a `time.time()`, for a
         framework that reports it afterwards). Nothing is recorded until it ends."""
-        if self._closed or utterance_id in self._playing:
+        if self._closed or utterance_id in self._playing or utterance_id in self._ended:
             return
         could_carry = self._known_at(time.time() if generated_at is None else generated_at)
         if could_carry:
@@ -359,6 +361,7 @@ class SettledChannel:
         utterance = self._playing.pop(utterance_id, None)
         if utterance is None:
             return
+        self._ended.add(utterance_id)
         spoken = (utterance.text if text is None else text).strip()
         for status in utterance.could_carry:
             if carries(spoken, status):

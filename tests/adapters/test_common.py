@@ -117,6 +117,7 @@ async def test_only_an_utterance_that_carries_the_outcome_presents_it_and_a_clos
     channel.utterance_text("confirmation", done.say)
     channel.utterance_ended("filler", heard=True)
     channel.utterance_ended("holding", heard=True)
+    channel.utterance_started("holding")  # a late event of an ended utterance does not reopen it
     assert channel.playing == ["confirmation"]
     channel.closed("hangup")  # the caller hangs up while the confirmation plays
     channel.utterance_ended("confirmation", heard=True)  # a late "finished" changes nothing
