@@ -24,6 +24,8 @@ pytest.importorskip(
 
 from agents import FunctionTool, function_tool
 from agents.realtime import RealtimeAgent, RealtimeRunner, RealtimeSession
+from agents.realtime.model import RealtimeModelConfig
+from agents.realtime.openai_realtime import OpenAIRealtimeWebSocketModel
 from agents.tool_context import ToolContext
 
 from adapters.common import ActionKind, derived_operation_id
@@ -35,6 +37,7 @@ from settled.models import ActionStatus
 from settled.stack import Stack
 from settled.states import State
 from tests.adapters.conftest import SentClient
+from tests.adapters.realtime_server import ScriptedRealtimeServer
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
 
 # Each line the model says lasts this long, played to the caller in real time.
@@ -298,6 +301,83 @@ async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
     handoff = await settled.handoff(conversation)
     assert handoff.channels.voice == "closed" and handoff.channel_reasons["voice"] == "hangup"
     assert handoff.work == "stopped" and handoff.say == ""  # heard to the end: nothing owed
+
+
+@dataclass
+class WebSocketCall:
+    session: RealtimeSession
+    server: ScriptedRealtimeServer
+    speaker: Speaker
+
+
+@asynccontextmanager
+async def call_over_websocket(
+    settled: SentClient, kind: ActionKind, conversation: str, params: dict[str, Any]
+) -> AsyncIterator[WebSocketCall]:
+    """The same call through the SDK's own WebSocket model, against a scripted Realtime server
+    that streams the audio faster than real time; leaving the block is the caller hanging up."""
+    script = RefundScript(refund=params)
+    server = ScriptedRealtimeServer(script, speech_ms=SPEECH_MS)
+    bridge = SettledRealtime(settled, conversation, [kind], wait_s=5, authorize_on_call=True)
+    speaker = Speaker(bridge.playback)
+    model = OpenAIRealtimeWebSocketModel()
+    runner = RealtimeRunner(RealtimeAgent(name="refunds", tools=bridge.tools()), model=model)
+    async with server.running():
+        config: RealtimeModelConfig = {
+            "url": server.url,
+            "api_key": "sk-scripted",
+            "playback_tracker": bridge.playback,
+        }
+        session = await runner.run(model_config=config)
+        playing = asyncio.create_task(speaker.play())
+        try:
+            async with session:
+                watching = asyncio.create_task(_play(bridge, session, speaker))
+                yield WebSocketCall(session, server, speaker)
+            await asyncio.wait_for(watching, 20)
+        finally:
+            playing.cancel()
+            await bridge.aclose()
+
+
+async def test_over_the_websocket_model_a_hang_up_mid_confirmation_leaves_it_owed(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
+    assert len(await truth.refunds_for(params["order_id"])) == 1
+    await _owed(settled, conversation, op)
+    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+
+
+async def test_over_the_websocket_model_the_service_s_barge_in_cuts_the_confirmation(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
+        await c.server.barge_in()  # speech_started: the SDK reports audio_interrupted
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    await _owed(settled, conversation, op)
+    assert ("interrupted", None) in settled.sent
+
+
+async def test_over_the_websocket_model_a_confirmation_heard_to_its_end_is_not_repeated(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:")
+        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+    assert (await settled.handoff(conversation)).say == ""
+    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
 
 
 async def _presented(settled: SentClient, op: str) -> bool:
