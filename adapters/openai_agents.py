@@ -21,7 +21,7 @@ which it also uses to truncate the model's memory at a barge-in), that all of it
 played. `audio_interrupted` (a barge-in: the output drops what it has not played) cuts every item
 not fully played, and so does the end of the session. Without a playback tracker fed by the audio
 output there is no such signal: nothing is then recorded as heard to its end, only as cut off
-(a repeat by the next channel, never a loss).
+(a repeat by the next channel, never a loss); so too for an item without audio (text output).
 
 `watch` forwards the session's events to settled: `audio_interrupted` of audio still playing as
 `interrupted`, each item that spoke a result as `presented` (completed only when it played to its
@@ -37,6 +37,8 @@ from typing import Any
 try:
     from agents import FunctionTool, function_tool
     from agents.realtime import RealtimePlaybackTracker, RealtimeSession, RealtimeSessionEvent
+    from agents.realtime._util import calculate_audio_length_ms  # what the SDK's trackers measure with
+    from agents.realtime.config import RealtimeAudioFormat
     from agents.tool_context import ToolContext
 except ImportError as error:  # pragma: no cover - depends on the extra
     raise ImportError(
@@ -53,9 +55,6 @@ from adapters.common import (
 )
 from settled.client import SettledClient
 from settled.models import Channel
-
-# pcm16 at 24 kHz mono, the realtime API's default output format.
-PCM16_24K_BYTES_PER_MS = 48.0
 
 
 @dataclass
@@ -77,6 +76,16 @@ class HeardPlayback(RealtimePlaybackTracker):
     def __init__(self, on_played: Callable[[str, float], None]) -> None:
         super().__init__()
         self._on_played = on_played
+        self._audio_format: RealtimeAudioFormat | None = None
+
+    def set_audio_format(self, format: RealtimeAudioFormat) -> None:
+        super().set_audio_format(format)
+        self._audio_format = format
+
+    def ms_of(self, audio: bytes) -> float:
+        """How long this audio plays, by the session's format: the SDK's own measure, so that what
+        was generated and what played are counted alike (pcm16 24 kHz, or G.711 8 kHz)."""
+        return calculate_audio_length_ms(self._audio_format, audio)
 
     def on_play_ms(self, item_id: str, item_content_index: int, ms: float) -> None:
         super().on_play_ms(item_id, item_content_index, ms)
@@ -95,7 +104,6 @@ class SettledRealtime:
         channel: Channel = "voice",
         wait_s: float = 2.0,
         authorize_on_call: bool = False,
-        audio_bytes_per_ms: float = PCM16_24K_BYTES_PER_MS,
     ) -> None:
         self.settled = SettledChannel(
             client,
@@ -105,7 +113,6 @@ class SettledRealtime:
             wait_s=wait_s,
             authorize_on_call=authorize_on_call,
         )
-        self._bytes_per_ms = audio_bytes_per_ms
         self._audio: dict[str, _Audio] = {}
         # Pass it to the session (`model_config={"playback_tracker": bridge.playback}`) and feed it
         # from the audio output: it is how the bridge (and the SDK) know what the caller heard.
@@ -173,8 +180,8 @@ class SettledRealtime:
         """Forward one session event (for apps that read the session themselves)."""
         if event.type == "audio":
             self.settled.utterance_started(event.item_id)
-            self._audio.setdefault(event.item_id, _Audio()).generated_ms += (
-                len(event.audio.data) / self._bytes_per_ms
+            self._audio.setdefault(event.item_id, _Audio()).generated_ms += self.playback.ms_of(
+                event.audio.data
             )
         elif event.type == "raw_model_event":
             data = event.data

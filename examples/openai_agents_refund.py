@@ -35,7 +35,7 @@ from agents.realtime.model_inputs import (
 )
 
 from adapters.common import load_action_kinds
-from adapters.openai_agents import PCM16_24K_BYTES_PER_MS, SettledRealtime
+from adapters.openai_agents import SettledRealtime
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 
@@ -45,6 +45,8 @@ INSTRUCTIONS = (
     "says CONFIRMED."
 )
 CALLER = ["Please refund order {order_id}, 25.50 euros.", "Did you do it?"]
+# pcm16 at 24 kHz mono, the realtime API's default output format.
+PCM16_24K_BYTES_PER_MS = 48.0
 
 
 class ScriptedRealtimeModel(RealtimeModel):

@@ -13,9 +13,8 @@ from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 
+from examples.openai_agents_refund import PCM16_24K_BYTES_PER_MS
 from examples.scripted import FILLER, RefundScript
-
-PCM16_24K_BYTES_PER_MS = 48
 
 
 class ScriptedRealtimeServer:
@@ -82,8 +81,8 @@ class ScriptedRealtimeServer:
         message = {"id": item, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
         await self._send("response.output_item.added", response_id=response, output_index=0, item=message)
         await self._send("response.output_audio_transcript.delta", delta=text, **where)
-        audio = bytes(self.speech_ms * PCM16_24K_BYTES_PER_MS)
-        step = self.chunk_ms * PCM16_24K_BYTES_PER_MS
+        audio = bytes(int(self.speech_ms * PCM16_24K_BYTES_PER_MS))
+        step = int(self.chunk_ms * PCM16_24K_BYTES_PER_MS)
         for at in range(0, len(audio), step):
             delta = base64.b64encode(audio[at : at + step]).decode()
             await self._send("response.output_audio.delta", delta=delta, **where)

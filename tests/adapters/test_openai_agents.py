@@ -29,7 +29,7 @@ from agents.realtime.openai_realtime import OpenAIRealtimeWebSocketModel
 from agents.tool_context import ToolContext
 
 from adapters.common import ActionKind, derived_operation_id
-from adapters.openai_agents import SettledRealtime
+from adapters.openai_agents import HeardPlayback, SettledRealtime
 from examples import openai_agents_refund
 from examples.openai_agents_refund import ScriptedRealtimeModel, Speaker, say_and_wait
 from examples.scripted import FILLER, HOLDING, RefundScript
@@ -378,6 +378,20 @@ async def test_over_the_websocket_model_a_confirmation_heard_to_its_end_is_not_r
         await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
     assert (await settled.handoff(conversation)).say == ""
     assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+
+
+@pytest.mark.parametrize(("audio_format", "bytes_per_s"), [("pcm16", 48_000), ("g711_ulaw", 8_000)])
+def test_generated_and_played_audio_are_measured_alike_in_the_session_s_format(
+    audio_format: str, bytes_per_s: int
+) -> None:
+    """What was generated (`ms_of`) and what played (`on_play_bytes`) are counted alike, by the
+    session's format: a second of G.711 is neither a sixth of a second (heard too early) nor six."""
+    played: list[tuple[str, float]] = []
+    playback = HeardPlayback(lambda item, ms: played.append((item, ms)))
+    playback.set_audio_format(audio_format)
+    assert playback.ms_of(bytes(bytes_per_s)) == pytest.approx(1000)
+    playback.on_play_bytes("item_1", 0, bytes(bytes_per_s // 2))
+    assert played == [("item_1", pytest.approx(500))]
 
 
 async def _presented(settled: SentClient, op: str) -> bool:
