@@ -46,7 +46,7 @@ MAX_REQUEST_ROUNDS = 20
 
 @dataclass(frozen=True)
 class ActionKind:
-    """A declared kind (contract §4), as a tool the model may call."""
+    """A kind declared in the kinds file, as a tool the model may call."""
 
     kind: str
     description: str
@@ -214,7 +214,7 @@ class SettledChannel:
     kinds: list[ActionKind]
     channel: Channel = "voice"
     # How long a tool call waits for the business system's answer before telling the model
-    # "not confirmed yet" (contract: `?wait`, at most 30 s). A voice turn should not stall long.
+    # "not confirmed yet" (the API's `?wait`, at most 30 s). A voice turn should not stall long.
     wait_s: float = 2.0
     # True when the tool call itself is the caller's go-ahead (the agent asks before calling).
     authorize_on_call: bool = False

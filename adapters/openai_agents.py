@@ -149,7 +149,7 @@ class SettledRealtime:
                 return "Not recorded: the arguments are not valid JSON. Nothing was sent."
             return await settled.answer_request(kind.name, params)
 
-        # The kind's JSON Schema is the contract's, not necessarily strict-mode shaped: pass it as is.
+        # The kind's JSON Schema is the kinds file's, not necessarily strict-mode shaped: pass it as is.
         return FunctionTool(
             name=kind.name,
             description=kind.tool_description(),
