@@ -1,14 +1,17 @@
-"""What every channel adapter shares: declared kinds as tools, truthful tool results, and the
-forwarding of a channel's events to settled, in order, without blocking the voice loop.
+"""What every channel adapter shares: declared kinds as tools, truthful tool results, the rule for
+what the caller heard, and the forwarding of a channel's events to settled, in order, without
+blocking the voice loop.
 
 Nothing here imports a framework. The adapters (`adapters.openai_agents`, `adapters.pipecat`,
-`adapters.livekit`) translate their framework's tools and events into `SettledChannel` calls.
+`adapters.livekit`) translate their framework's tools and events into `SettledChannel` calls: each
+only says when an utterance began, what it says, and whether its playback reached the end.
 """
 
 import asyncio
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +46,7 @@ MAX_REQUEST_ROUNDS = 20
 
 @dataclass(frozen=True)
 class ActionKind:
-    """A declared kind (contract §4), as a tool the model may call."""
+    """A kind declared in the kinds file, as a tool the model may call."""
 
     kind: str
     description: str
@@ -167,9 +170,23 @@ def error_answer(error: SettledError) -> str:
 # -- the channel ---------------------------------------------------------------------------------
 
 
+def _words(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def carries(text: str, status: ActionStatus) -> bool:
+    """Whether an utterance's text carries this status: it contains the status's sentence, its
+    business reference or its operation id. A filler ("one moment") or a holding line carries none."""
+    spoken = _words(text)
+    marks = (status.say, status.business_ref or "", status.operation_id)
+    return any(mark.strip() and _words(mark) in spoken for mark in marks)
+
+
 @dataclass
-class _Turn:
-    operations: list[tuple[str, State]]
+class _Utterance:
+    # The statuses the model had been handed when it generated this utterance: only these can be
+    # what it says (a line generated before a result arrived cannot present that result).
+    could_carry: list[ActionStatus]
     text: str = ""
 
 
@@ -178,9 +195,18 @@ class SettledChannel:
     """One conversation on one channel, seen through settled.
 
     Tools call `request`, `check` and `authorize` and await them (the model needs the answer).
-    Channel events (`opened`, `interrupted`, `closed`, and the presentation of results) are queued
-    and sent in order by one background task, so a slow or unreachable API never stalls the
+    Channel events (`opened`, `interrupted`, `closed`, and what the caller heard) are queued and
+    sent in order by one background task, so a slow or unreachable API never stalls the
     framework's audio loop; `flush()` waits for them.
+
+    What the caller heard, the one rule every adapter maps its framework's events to: a status
+    counts as presented only by an utterance that carries it (generated after the model was handed
+    that status, and containing its sentence, business reference or operation id), and only as
+    completed when the framework's playback says that utterance's audio finished playing to the
+    caller. Generation finishing is not it: audio is generated faster than it plays, and a caller
+    who hangs up or cuts in heard only part of it. A barge-in, or the end of the session, while an
+    utterance plays records it as not completed; an utterance that carries nothing records nothing.
+    Where the signal is missing, the safe side is "not completed": a repeat is better than a loss.
     """
 
     client: SettledClient
@@ -188,7 +214,7 @@ class SettledChannel:
     kinds: list[ActionKind]
     channel: Channel = "voice"
     # How long a tool call waits for the business system's answer before telling the model
-    # "not confirmed yet" (contract: `?wait`, at most 30 s). A voice turn should not stall long.
+    # "not confirmed yet" (the API's `?wait`, at most 30 s). A voice turn should not stall long.
     wait_s: float = 2.0
     # True when the tool call itself is the caller's go-ahead (the agent asks before calling).
     authorize_on_call: bool = False
@@ -197,8 +223,11 @@ class SettledChannel:
     _by_tool: dict[str, ActionKind] = field(default_factory=dict, init=False)
     _queue: asyncio.Queue[Callable[[], Awaitable[None]] | None] | None = field(default=None, init=False)
     _sender: asyncio.Task[None] | None = field(default=None, init=False)
-    _told: list[tuple[str, State]] = field(default_factory=list, init=False)
-    _turns: dict[str, _Turn] = field(default_factory=dict, init=False)
+    # (when, status): every status the model was handed, oldest first.
+    _told: list[tuple[float, ActionStatus]] = field(default_factory=list, init=False)
+    _playing: dict[str, _Utterance] = field(default_factory=dict, init=False)
+    # Ended utterances stay ended: a late event of one already heard must not reopen (and cut) it.
+    _ended: set[str] = field(default_factory=set, init=False)
     _closed: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -289,55 +318,77 @@ class SettledChannel:
         self._post(lambda: self._event("interrupted"))
 
     def closed(self, reason: str = "hangup") -> None:
-        """The channel ended; the actions go on (ending a call never cancels one)."""
+        """The channel ended; the actions go on (ending a call never cancels one). Whatever was
+        still playing was not heard to its end, and is recorded so before the close."""
         if self._closed:
             return
+        self.cut_off()
         self._closed = True
         self._post(lambda: self._event("channel_closed", reason))
 
     async def _event(self, type_: str, reason: str | None = None) -> None:
         await self.client.conversation_event(self.conversation_id, type_, self.channel, reason)  # type: ignore[arg-type]
 
-    # -- presentation ----------------------------------------------------------------------------
+    # -- what the caller heard --------------------------------------------------------------------
 
     def told(self, status: ActionStatus) -> None:
-        """The model was handed this status: the next turn it speaks presents it."""
-        self._told = [entry for entry in self._told if entry[0] != status.operation_id]
-        self._told.append((status.operation_id, status.state))
+        """The model was handed this status: utterances it generates from now on may carry it."""
+        self._told.append((time.time(), status))
 
-    def turn_started(self, turn_id: str) -> None:
-        if turn_id in self._turns or not self._told:
+    def _known_at(self, at: float) -> list[ActionStatus]:
+        latest: dict[str, ActionStatus] = {}
+        for when, status in self._told:
+            if when <= at:
+                latest[status.operation_id] = status
+        return list(latest.values())
+
+    def utterance_started(self, utterance_id: str, generated_at: float | None = None) -> None:
+        """The model began generating an utterance (`generated_at`: when, as a `time.time()`, for a
+        framework that reports it afterwards). Nothing is recorded until it ends."""
+        if self._closed or utterance_id in self._playing or utterance_id in self._ended:
             return
-        self._turns[turn_id] = _Turn(operations=self._told)
-        self._told = []
+        could_carry = self._known_at(time.time() if generated_at is None else generated_at)
+        if could_carry:
+            self._playing[utterance_id] = _Utterance(could_carry)
 
-    def turn_text(self, turn_id: str, text: str) -> None:
-        turn = self._turns.get(turn_id)
-        if turn is not None:
-            turn.text += text
+    def utterance_text(self, utterance_id: str, text: str) -> None:
+        utterance = self._playing.get(utterance_id)
+        if utterance is not None:
+            utterance.text += text
 
-    def turn_ended(self, turn_id: str, completed: bool, text: str | None = None) -> None:
-        """What the framework's playback says of a turn: spoken to the end, or cut off."""
-        turn = self._turns.get(turn_id)
-        if turn is None:
+    def utterance_ended(self, utterance_id: str, heard: bool, text: str | None = None) -> None:
+        """The framework's playback says the utterance played to its end (`heard`) or was cut off."""
+        utterance = self._playing.pop(utterance_id, None)
+        if utterance is None:
             return
-        if text is not None:
-            turn.text = text
-        spoken = turn.text.strip()
-        if not spoken:
-            return
-        for operation_id, state in turn.operations:
-            self._post(lambda op=operation_id, st=state: self._present(op, st, spoken, completed))
+        self._ended.add(utterance_id)
+        spoken = (utterance.text if text is None else text).strip()
+        for status in utterance.could_carry:
+            if carries(spoken, status):
+                self._post(lambda s=status: self._present(s, spoken, heard))
 
-    def present(self, turn_id: str, text: str, completed: bool) -> None:
-        """A whole turn at once (a framework that reports text and interruption together)."""
-        self.turn_started(turn_id)
-        self.turn_ended(turn_id, completed, text)
+    def utterance(self, utterance_id: str, text: str, heard: bool, generated_at: float) -> None:
+        """A whole utterance at once, for a framework that reports text and playback together."""
+        self.utterance_started(utterance_id, generated_at)
+        self.utterance_ended(utterance_id, heard, text)
 
-    async def _present(self, operation_id: str, told: State, text: str, completed: bool) -> None:
+    @property
+    def playing(self) -> list[str]:
+        """The utterances that may carry a status and have not ended yet, oldest first."""
+        return list(self._playing)
+
+    def cut_off(self) -> bool:
+        """Every utterance still playing (or queued to play) ends unheard; whether there was one."""
+        cut = self.playing
+        for utterance_id in cut:
+            self.utterance_ended(utterance_id, heard=False)
+        return bool(cut)
+
+    async def _present(self, status: ActionStatus, text: str, completed: bool) -> None:
         # `for_state`: this text presented the state the model was told, even if the action has
         # moved on since; settled then still owes the newer outcome to the next channel.
-        await self.client.presented(operation_id, self.channel, text, completed, for_state=told)
+        op, state = status.operation_id, status.state
+        await self.client.presented(op, self.channel, text, completed, for_state=state)
 
     # -- the sender ------------------------------------------------------------------------------
 

@@ -11,6 +11,16 @@ the outcome when it comes, as LiveKit's deferred tool reply.
     agent = Agent(instructions=..., tools=bridge.tools())
     bridge.attach(session)          # before session.start(...)
 
+What the caller heard: LiveKit's own playout tracking. LiveKit adds an assistant message to the
+conversation once its speech's playout ended, with the text actually forwarded to the caller and
+`interrupted` set when the speech handle was interrupted (a barge-in, or the session closing, which
+interrupts every speech before it emits `close`); its `created_at` is when its generation
+started. So a message presents a status only if it was generated after the model was handed that
+status and carries its sentence or reference, and it counts as heard only when LiveKit did not
+mark it interrupted. The end of the LLM's text is not it (the audio plays for seconds after), nor
+is "the next assistant message after a tool result": a filler said with the tool call finishes
+playing after the tool returned, and a holding line after a barge-in says nothing of the outcome.
+
 `attach` forwards interrupted speech as `interrupted`, each assistant message that spoke a result
 as `presented` (completed unless LiveKit marked it interrupted), and the session's close as
 `channel_closed` with LiveKit's reason (participant disconnected: `hangup`; error: `dropped`).
@@ -127,8 +137,9 @@ class SettledLiveKit(FollowingBridge):
     def _on_item(self, event: ConversationItemAddedEvent) -> None:
         item = event.item
         if isinstance(item, ChatMessage) and item.role == "assistant" and item.text_content:
-            # LiveKit adds the message once its playout ended, marking whether it was cut off.
-            self.settled.present(item.id, item.text_content, completed=not item.interrupted)
+            # Added once its playout ended, marked interrupted if it was cut off.
+            heard = not item.interrupted
+            self.settled.utterance(item.id, item.text_content, heard=heard, generated_at=item.created_at)
 
     def _on_close(self, event: CloseEvent) -> None:
         self.settled.closed(CLOSE_REASONS.get(event.reason, str(event.reason.value)))

@@ -7,25 +7,38 @@ the model speaks is the verified state, and the action goes on after the call en
 
     bridge = SettledRealtime(client, conversation_id, load_action_kinds(names=["refund"]))
     agent = RealtimeAgent(name="support", instructions=..., tools=bridge.tools())
-    async with await RealtimeRunner(agent).run() as session:
+    session = await RealtimeRunner(agent).run(model_config={"playback_tracker": bridge.playback})
+    async with session:
         async for event in bridge.watch(session):
-            ...  # your audio playback, as before
+            ...  # your audio playback, as before; as each chunk has played:
+            # bridge.playback.on_play_bytes(item_id, content_index, chunk)
+
+What the caller heard: the SDK's playback tracking. `audio_end` only says the model finished
+generating an item's audio, which it does much faster than real time (a hang-up one second into a
+four-second confirmation comes after `audio_end`), so it is not "heard". An item counts as heard
+when the audio output reported, through `bridge.playback` (the SDK's `RealtimePlaybackTracker`,
+which it also uses to truncate the model's memory at a barge-in), that all of its generated audio
+played. `audio_interrupted` (a barge-in: the output drops what it has not played) cuts every item
+not fully played, and so does the end of the session. Without a playback tracker fed by the audio
+output there is no such signal: nothing is then recorded as heard to its end, only as cut off
+(a repeat by the next channel, never a loss); so too for an item without audio (text output).
 
 `watch` forwards the session's events to settled: `audio_interrupted` of audio still playing as
-`interrupted`, each spoken result as `presented` (completed unless its audio was interrupted), and
-the end of the session as `channel_closed` (`hangup` when the session is closed, `dropped` when
-the model connection fails).
+`interrupted`, each item that spoke a result as `presented` (completed only when it played to its
+end), and the end of the session as `channel_closed` (`hangup` when the session is closed,
+`dropped` when the model connection fails), after recording whatever still played as cut off.
 """
 
 import json
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 try:
     from agents import FunctionTool, function_tool
-    from agents.realtime import RealtimeSession, RealtimeSessionEvent
+    from agents.realtime import RealtimePlaybackTracker, RealtimeSession, RealtimeSessionEvent
+    from agents.realtime._util import calculate_audio_length_ms  # what the SDK's trackers measure with
+    from agents.realtime.config import RealtimeAudioFormat
     from agents.tool_context import ToolContext
 except ImportError as error:  # pragma: no cover - depends on the extra
     raise ImportError(
@@ -43,14 +56,40 @@ from adapters.common import (
 from settled.client import SettledClient
 from settled.models import Channel
 
-# pcm16 at 24 kHz mono, the realtime API's default output format.
-PCM16_24K_BYTES_PER_MS = 48.0
-
 
 @dataclass
 class _Audio:
-    first_at: float
-    bytes: int = 0
+    generated_ms: float = 0.0
+    played_ms: float = 0.0
+    generated: bool = False  # `audio_end`: no more audio will come for this item
+
+    @property
+    def played_out(self) -> bool:
+        # Half a millisecond: the two sums of the same chunks may differ by rounding.
+        return self.generated and self.played_ms >= self.generated_ms - 0.5
+
+
+class HeardPlayback(RealtimePlaybackTracker):
+    """The SDK's playback tracker, also read by settled: the audio output calls `on_play_bytes`
+    (or `on_play_ms`) once a chunk has actually played to the caller."""
+
+    def __init__(self, on_played: Callable[[str, float], None]) -> None:
+        super().__init__()
+        self._on_played = on_played
+        self._audio_format: RealtimeAudioFormat | None = None
+
+    def set_audio_format(self, format: RealtimeAudioFormat) -> None:
+        super().set_audio_format(format)
+        self._audio_format = format
+
+    def ms_of(self, audio: bytes) -> float:
+        """How long this audio plays, by the session's format: the SDK's own measure, so that what
+        was generated and what played are counted alike (pcm16 24 kHz, or G.711 8 kHz)."""
+        return calculate_audio_length_ms(self._audio_format, audio)
+
+    def on_play_ms(self, item_id: str, item_content_index: int, ms: float) -> None:
+        super().on_play_ms(item_id, item_content_index, ms)
+        self._on_played(item_id, ms)
 
 
 class SettledRealtime:
@@ -65,7 +104,6 @@ class SettledRealtime:
         channel: Channel = "voice",
         wait_s: float = 2.0,
         authorize_on_call: bool = False,
-        audio_bytes_per_ms: float = PCM16_24K_BYTES_PER_MS,
     ) -> None:
         self.settled = SettledChannel(
             client,
@@ -75,8 +113,10 @@ class SettledRealtime:
             wait_s=wait_s,
             authorize_on_call=authorize_on_call,
         )
-        self._bytes_per_ms = audio_bytes_per_ms
         self._audio: dict[str, _Audio] = {}
+        # Pass it to the session (`model_config={"playback_tracker": bridge.playback}`) and feed it
+        # from the audio output: it is how the bridge (and the SDK) know what the caller heard.
+        self.playback = HeardPlayback(self._played)
 
     # -- tools -----------------------------------------------------------------------------------
 
@@ -109,7 +149,7 @@ class SettledRealtime:
                 return "Not recorded: the arguments are not valid JSON. Nothing was sent."
             return await settled.answer_request(kind.name, params)
 
-        # The kind's JSON Schema is the contract's, not necessarily strict-mode shaped: pass it as is.
+        # The kind's JSON Schema is the kinds file's, not necessarily strict-mode shaped: pass it as is.
         return FunctionTool(
             name=kind.name,
             description=kind.tool_description(),
@@ -139,32 +179,42 @@ class SettledRealtime:
     def handle(self, event: RealtimeSessionEvent) -> None:
         """Forward one session event (for apps that read the session themselves)."""
         if event.type == "audio":
-            audio = self._audio.setdefault(event.item_id, _Audio(first_at=time.monotonic()))
-            audio.bytes += len(event.audio.data)
-            self.settled.turn_started(event.item_id)
+            self.settled.utterance_started(event.item_id)
+            self._audio.setdefault(event.item_id, _Audio()).generated_ms += self.playback.ms_of(
+                event.audio.data
+            )
         elif event.type == "raw_model_event":
             data = event.data
             if data.type in ("transcript_delta", "output_text_delta"):
-                self.settled.turn_started(data.item_id)
-                self.settled.turn_text(data.item_id, data.delta)
+                self.settled.utterance_started(data.item_id)
+                self.settled.utterance_text(data.item_id, data.delta)
             elif data.type == "connection_status" and data.status == "disconnected":
                 self.settled.closed("dropped")
         elif event.type == "audio_end":
-            # Generated to the end; an interruption while it still plays revises this below.
-            self.settled.turn_ended(event.item_id, completed=True)
-        elif event.type == "audio_interrupted" and self._still_playing(event.item_id):
-            self.settled.interrupted()
-            self.settled.turn_ended(event.item_id, completed=False)
+            # Generated to the end, which is not heard: it is heard once the output played it all.
+            self._audio.setdefault(event.item_id, _Audio()).generated = True
+            self._heard_if_played_out(event.item_id)
+        elif event.type == "audio_interrupted":
+            # The output drops all it has not played. The transport also reports an "interruption"
+            # whenever the caller starts to speak after the audio ended: that cuts nothing.
+            unplayed = [item for item, audio in self._audio.items() if not audio.played_out]
+            for item in unplayed:
+                del self._audio[item]
+            if unplayed:
+                self.settled.interrupted()
+            self.settled.cut_off()
 
-    def _still_playing(self, item_id: str) -> bool:
-        """The SDK's own playback model (no custom tracker): audio plays from its first chunk at
-        realtime speed. The transport also reports an "interruption" of audio that already ended
-        whenever the caller starts to speak; that is the caller's turn, not a cut-off."""
+    def _played(self, item_id: str, ms: float) -> None:
         audio = self._audio.get(item_id)
-        if audio is None:
-            return True
-        played_ms = (time.monotonic() - audio.first_at) * 1000
-        return played_ms < audio.bytes / self._bytes_per_ms
+        if audio is not None:
+            audio.played_ms += ms
+            self._heard_if_played_out(item_id)
+
+    def _heard_if_played_out(self, item_id: str) -> None:
+        audio = self._audio.get(item_id)
+        if audio is not None and audio.played_out:
+            del self._audio[item_id]
+            self.settled.utterance_ended(item_id, heard=True)
 
     def closed(self, reason: str = "hangup") -> None:
         self.settled.closed(reason)

@@ -13,14 +13,26 @@ comes, through Pipecat's async-tool messages.
     context = LLMContext(messages, tools=bridge.tools_schema())
     worker = PipelineWorker(pipeline, observers=[bridge.observer()])
 
-The observer forwards `InterruptionFrame` as `interrupted`, each bot turn that spoke a result
-(`BotStartedSpeakingFrame` ... `TTSTextFrame` ... `BotStoppedSpeakingFrame`) as `presented`
-(not completed when an interruption cut it), and the end of the pipeline as `channel_closed`
-(`EndFrame`: `hangup`; `CancelFrame`: `dropped`; call `bridge.closed(reason)` from your
-transport's disconnect handler for a more exact reason).
+What the caller heard: the output transport's playout. An utterance is one LLM response
+(`LLMFullResponseStartFrame` ... `LLMTextFrame`s ... `LLMFullResponseEndFrame`, as the LLM service
+pushes them). The TTS queues the response's start and end frames behind its audio, and the output
+transport passes each on only once the audio before it has been written out, in real time; so the
+response played to its end when its end frame has left the output transport and the bot stopped
+speaking (`BotStoppedSpeakingFrame`) after its start left it, with no `InterruptionFrame`,
+`EndFrame` or `CancelFrame` in between. The LLM finishing its text is not it, nor is a
+`BotStoppedSpeakingFrame` alone: after an `EndFrame` Pipecat still runs the queued audio through its
+speaking logic though the caller is gone, and a holding line stops the bot before the next
+response plays. An interruption cuts every response not heard yet; an `EndFrame` or `CancelFrame`
+ends the call, recording each as cut before `channel_closed`. Without a `BaseOutputTransport` in
+the pipeline nothing is recorded as heard to its end (only as cut: a repeat, never a loss).
+
+The observer forwards `InterruptionFrame` as `interrupted` (while the bot speaks or a request of
+ours runs), each response that spoke a result as `presented`, and the end of the pipeline as
+`channel_closed` (`EndFrame`: `hangup`; `CancelFrame`: `dropped`; call `bridge.closed(reason)`
+from your transport's disconnect handler for a more exact reason).
 """
 
-import itertools
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -33,10 +45,14 @@ try:
         EndFrame,
         FunctionCallResultProperties,
         InterruptionFrame,
-        TTSTextFrame,
+        LLMFullResponseEndFrame,
+        LLMFullResponseStartFrame,
+        LLMTextFrame,
     )
     from pipecat.observers.base_observer import BaseObserver, FramePushed
+    from pipecat.processors.frame_processor import FrameDirection
     from pipecat.services.llm_service import FunctionCallParams, LLMService
+    from pipecat.transports.base_output import BaseOutputTransport
 except ImportError as error:  # pragma: no cover - depends on the extra
     raise ImportError("adapters.pipecat needs Pipecat: pip install 'settled[pipecat]'") from error
 
@@ -55,14 +71,25 @@ from settled.models import ActionStatus
 from settled.states import State
 
 
+@dataclass
+class _Playout:
+    """One LLM response on its way to the caller's ear."""
+
+    started: bool = False  # its start frame left the output transport: its audio is next
+    stopped: bool = False  # the bot stopped speaking since
+    played: bool = False  # its end frame left the output transport: all its audio was written
+
+
 class SettledPipecat(FollowingBridge):
     """One Pipecat pipeline (one conversation) bound to settled."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._turns = itertools.count(1)
-        self._speaking: str | None = None
-        self._cut_off = False
+        self._generating: str | None = None
+        self._playouts: dict[str, _Playout] = {}  # by the id of the response's start frame
+        self._voicing: str | None = None
+        self._speaking = False
+        self._last_interruption: int | None = None
         self._calls_running = 0
 
     # -- tools -----------------------------------------------------------------------------------
@@ -145,29 +172,62 @@ class SettledPipecat(FollowingBridge):
     def observer(self) -> BaseObserver:
         return _SettledObserver(self)
 
-    def _on_frame(self, frame: Any) -> None:
+    def _on_push(self, data: FramePushed) -> None:
+        frame = data.frame
         if isinstance(frame, InterruptionFrame):
-            # Every user turn interrupts in Pipecat; it matters to settled only while the bot was
-            # speaking or a request of ours is running.
-            if self._speaking is not None or self._calls_running:
-                self.settled.interrupted()
-            if self._speaking is not None:
-                self._cut_off = True
-        elif isinstance(frame, BotStartedSpeakingFrame):
-            if self._speaking is None:
-                self._speaking, self._cut_off = f"turn-{next(self._turns)}", False
-                self.settled.turn_started(self._speaking)
-        elif isinstance(frame, TTSTextFrame):
-            if self._speaking is not None:
-                self.settled.turn_text(self._speaking, f"{frame.text} " if frame.text else "")
-        elif isinstance(frame, BotStoppedSpeakingFrame):
-            if self._speaking is not None:
-                self.settled.turn_ended(self._speaking, completed=not self._cut_off)
-                self._speaking = None
+            if frame.id != self._last_interruption:  # once, not once per hop
+                self._last_interruption = frame.id
+                self._interrupted()
         elif isinstance(frame, EndFrame):
             self.settled.closed("hangup")
         elif isinstance(frame, CancelFrame):
             self.settled.closed("dropped")
+        elif isinstance(data.source, LLMService) and data.direction is FrameDirection.DOWNSTREAM:
+            self._generated(frame)
+        elif isinstance(data.source, BaseOutputTransport) and data.direction is FrameDirection.DOWNSTREAM:
+            self._played(frame)
+
+    def _generated(self, frame: Any) -> None:
+        if isinstance(frame, LLMFullResponseStartFrame):
+            self._generating = str(frame.id)
+            self._playouts[self._generating] = _Playout()
+            self.settled.utterance_started(self._generating)
+        elif isinstance(frame, LLMTextFrame) and self._generating is not None:
+            self.settled.utterance_text(self._generating, frame.text)
+        elif isinstance(frame, LLMFullResponseEndFrame):
+            self._generating = None
+
+    def _played(self, frame: Any) -> None:
+        if isinstance(frame, LLMFullResponseStartFrame) and str(frame.id) in self._playouts:
+            self._voicing = str(frame.id)
+            self._playouts[self._voicing].started = True
+        elif isinstance(frame, LLMFullResponseEndFrame) and self._voicing is not None:
+            self._playouts[self._voicing].played = True
+            self._heard_if_done(self._voicing)
+            self._voicing = None
+        elif isinstance(frame, BotStartedSpeakingFrame):
+            self._speaking = True
+        elif isinstance(frame, BotStoppedSpeakingFrame):
+            self._speaking = False
+            for response, playout in list(self._playouts.items()):
+                playout.stopped = playout.stopped or playout.started
+                self._heard_if_done(response)
+
+    def _heard_if_done(self, response: str) -> None:
+        playout = self._playouts[response]
+        if playout.started and playout.stopped and playout.played:
+            del self._playouts[response]
+            self.settled.utterance_ended(response, heard=True)
+
+    def _interrupted(self) -> None:
+        # Every user turn interrupts in Pipecat; it matters to settled only while the bot was
+        # speaking or a request of ours is running. Either way the output dropped what it had not
+        # played: every response not heard yet is cut.
+        if self._speaking or self._calls_running:
+            self.settled.interrupted()
+        self._playouts.clear()
+        self._voicing = None
+        self.settled.cut_off()
 
     def closed(self, reason: str = "hangup") -> None:
         self.settled.closed(reason)
@@ -178,9 +238,9 @@ class SettledPipecat(FollowingBridge):
 
 class _SettledObserver(BaseObserver):
     def __init__(self, bridge: SettledPipecat) -> None:
-        # Once per frame, not once per hop through the pipeline.
-        super().__init__(observe_every_push=False)
+        # Every hop: the output transport's own pushes are the playout.
+        super().__init__(observe_every_push=True)
         self._bridge = bridge
 
     async def on_push_frame(self, data: FramePushed) -> None:
-        self._bridge._on_frame(data.frame)
+        self._bridge._on_push(data)

@@ -3,16 +3,17 @@
     make dev                                   # settled, Temporal and the sandbox services
     python -m examples.openai_agents_refund    # a scripted call against them
 
-The scripted model stands in for the realtime API so this runs offline; with a real one, pass
-`OpenAIRealtimeWebSocketModel()` (or nothing) to `RealtimeRunner` and play the session's audio as
-usual: the bridge's tools and `watch` stay the same.
+The scripted model stands in for the realtime API and `Speaker` for the caller's audio output, so
+this runs offline; with a real one, pass `OpenAIRealtimeWebSocketModel()` (or nothing) to
+`RealtimeRunner` and play the session's audio as usual, telling `bridge.playback` what played: the
+bridge's tools, `watch` and `playback` stay the same.
 """
 
 import asyncio
 import itertools
 from typing import Any
 
-from agents.realtime import RealtimeAgent, RealtimeRunner
+from agents.realtime import RealtimeAgent, RealtimePlaybackTracker, RealtimeRunner, RealtimeSessionEvent
 from agents.realtime.items import AssistantAudio, AssistantMessageItem
 from agents.realtime.model import RealtimeModel, RealtimeModelConfig, RealtimeModelListener
 from agents.realtime.model_events import (
@@ -34,7 +35,7 @@ from agents.realtime.model_inputs import (
 )
 
 from adapters.common import load_action_kinds
-from adapters.openai_agents import PCM16_24K_BYTES_PER_MS, SettledRealtime
+from adapters.openai_agents import SettledRealtime
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 
@@ -44,17 +45,31 @@ INSTRUCTIONS = (
     "says CONFIRMED."
 )
 CALLER = ["Please refund order {order_id}, 25.50 euros.", "Did you do it?"]
+# pcm16 at 24 kHz mono, the realtime API's default output format.
+PCM16_24K_BYTES_PER_MS = 48.0
 
 
 class ScriptedRealtimeModel(RealtimeModel):
     """A realtime model transport that follows a `RefundScript` and speaks what its tools return.
 
-    Each spoken line comes with `speech_ms` of silent pcm16 audio, so a barge-in can cut it off.
+    Each spoken line comes with `speech_ms` of silent pcm16 audio, so a barge-in can cut it off: as
+    one audio event, or streamed in events of `chunk_ms`. With `holding` set, the model says that
+    line first whenever a tool result comes in (its own item, right before the result's).
     """
 
-    def __init__(self, script: RefundScript, *, call_prefix: str = "call", speech_ms: int = 10_000) -> None:
+    def __init__(
+        self,
+        script: RefundScript,
+        *,
+        call_prefix: str = "call",
+        speech_ms: int = 10_000,
+        chunk_ms: int | None = None,
+        holding: str | None = None,
+    ) -> None:
         self.script = script
         self.speech_ms = speech_ms
+        self.chunk_ms = chunk_ms
+        self.holding = holding
         self.replied = asyncio.Event()
         self._listeners: list[RealtimeModelListener] = []
         self._ids = itertools.count(1)
@@ -87,6 +102,8 @@ class ScriptedRealtimeModel(RealtimeModel):
             self.call_ids.append(call_id)
             await self._speak(FILLER, then=RealtimeModelToolCallEvent(call.name, call_id, call.json))
         elif isinstance(event, RealtimeModelSendToolOutput) and event.start_response:
+            if self.holding:
+                await self._speak(self.holding)
             await self._speak(self.script.reply(event.output))
             self.replied.set()
         elif isinstance(event, RealtimeModelSendInterrupt):
@@ -102,13 +119,19 @@ class ScriptedRealtimeModel(RealtimeModel):
         item, response = f"item_{self._call_prefix}_{n}", f"resp_{self._call_prefix}_{n}"
         self._last_item = item
         audio = bytes(int(self.speech_ms * PCM16_24K_BYTES_PER_MS))
+        step = int((self.chunk_ms or self.speech_ms) * PCM16_24K_BYTES_PER_MS)
         message = AssistantMessageItem(
             item_id=item, content=[AssistantAudio(transcript=text)], status="completed"
         )
         for event in (
             RealtimeModelTurnStartedEvent(response_id=response),
             RealtimeModelTranscriptDeltaEvent(item_id=item, delta=text, response_id=response),
-            RealtimeModelAudioEvent(data=audio, response_id=response, item_id=item, content_index=0),
+            *(
+                RealtimeModelAudioEvent(
+                    data=audio[at : at + step], response_id=response, item_id=item, content_index=0
+                )
+                for at in range(0, len(audio), step)
+            ),
             RealtimeModelAudioDoneEvent(item_id=item, content_index=0),
             RealtimeModelItemUpdatedEvent(item=message),
             *([then] if then else []),
@@ -125,6 +148,70 @@ def _text_of(message: Any) -> str:
     return " ".join(part.get("text", "") for part in message.get("content", []))
 
 
+class Speaker:
+    """The caller's audio output: plays the session's audio at real-time speed, `chunk_ms` at a
+    time, and tells the playback tracker each chunk once it has played. A barge-in
+    (`audio_interrupted`) drops everything not played yet, as a real output does. `heard` and
+    `lengths` are what the caller heard and what was generated, in ms per item."""
+
+    def __init__(self, playback: RealtimePlaybackTracker, chunk_ms: int = 20) -> None:
+        self.playback = playback
+        self.chunk_ms = chunk_ms
+        self.heard: dict[str, float] = {}
+        self.lengths: dict[str, float] = {}
+        self.texts: dict[str, str] = {}
+        self._queue: asyncio.Queue[tuple[int, str, int, bytes]] = asyncio.Queue()
+        self._epoch = 0
+        self._changed = asyncio.Condition()
+
+    def take(self, event: RealtimeSessionEvent) -> None:
+        """One session event, as the app's event loop hands it over."""
+        if event.type == "audio":
+            data, step = event.audio.data, int(self.chunk_ms * PCM16_24K_BYTES_PER_MS)
+            for at in range(0, len(data), step):
+                self._queue.put_nowait(
+                    (self._epoch, event.item_id, event.content_index, data[at : at + step])
+                )
+            self.lengths[event.item_id] = (
+                self.lengths.get(event.item_id, 0) + len(data) / PCM16_24K_BYTES_PER_MS
+            )
+        elif event.type == "audio_interrupted":
+            self._epoch += 1  # what is queued, and the chunk now playing, is never heard
+        elif event.type == "raw_model_event" and event.data.type == "transcript_delta":
+            self.texts[event.data.item_id] = self.texts.get(event.data.item_id, "") + event.data.delta
+
+    async def play(self) -> None:
+        """Play until cancelled (the caller hangs up)."""
+        while True:
+            epoch, item, index, chunk = await self._queue.get()
+            if epoch == self._epoch:
+                await asyncio.sleep(len(chunk) / PCM16_24K_BYTES_PER_MS / 1000)  # real time
+            if epoch == self._epoch:
+                self.heard[item] = self.heard.get(item, 0) + len(chunk) / PCM16_24K_BYTES_PER_MS
+                self.playback.on_play_bytes(item, index, chunk)
+                async with self._changed:
+                    self._changed.notify_all()
+
+    async def until(self, part: str, heard_ms: float | None = None, timeout_s: float = 20) -> None:
+        """Until the caller heard `heard_ms` of the line that says `part` (None: all of it)."""
+
+        def reached() -> bool:
+            item = self.item_saying(part)
+            wanted = self.lengths.get(item, 0) if heard_ms is None and item else heard_ms
+            return item is not None and wanted is not None and self.heard.get(item, 0) >= wanted
+
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(reached), timeout_s)
+
+    def item_saying(self, part: str) -> str | None:
+        return next((item for item, text in self.texts.items() if part in text), None)
+
+    def heard_of(self, part: str) -> float:
+        """How many ms the caller heard of the line that says `part`."""
+        item = self.item_saying(part)
+        return self.heard.get(item, 0.0) if item else 0.0
+
+
 async def say_and_wait(session: Any, model: ScriptedRealtimeModel, line: str, timeout_s: float = 20) -> None:
     """Send one caller line and wait for the model's answer to it."""
     model.replied.clear()
@@ -135,27 +222,33 @@ async def say_and_wait(session: Any, model: ScriptedRealtimeModel, line: str, ti
 async def call(api_url: str, conversation_id: str, order_id: str) -> dict[str, Any]:
     """One scripted call: ask for a refund, ask whether it is done, hang up; then the handoff."""
     script = RefundScript(refund={"order_id": order_id, "amount": 25.5, "currency": "EUR"})
-    model = ScriptedRealtimeModel(script, speech_ms=50)
+    model = ScriptedRealtimeModel(script, speech_ms=50, chunk_ms=20)
     async with SettledClient(api_url) as client:
         # The agent confirms with the caller before calling, so the call itself is the go-ahead.
         bridge = SettledRealtime(
             client, conversation_id, load_action_kinds(names=["refund"]), authorize_on_call=True
         )
         agent = RealtimeAgent(name="refunds", instructions=INSTRUCTIONS, tools=bridge.tools())
-        session = await RealtimeRunner(agent, model=model).run()
+        speaker = Speaker(bridge.playback)
+        session = await RealtimeRunner(agent, model=model).run(
+            model_config={"playback_tracker": bridge.playback}
+        )
+        playing = asyncio.create_task(speaker.play())
         async with session:
-            watching = asyncio.create_task(_drain(bridge, session))
+            watching = asyncio.create_task(_play(bridge, session, speaker))
             for line in CALLER:
                 await say_and_wait(session, model, line.format(order_id=order_id))
+            await speaker.until(script.said[-1])  # the caller hears the last answer, then hangs up
         await watching  # the session closed: the bridge records the hangup
+        playing.cancel()
         await bridge.aclose()
         handoff = await client.handoff(conversation_id)
     return {"said": script.said, "handoff": handoff}
 
 
-async def _drain(bridge: SettledRealtime, session: Any) -> None:
-    async for _ in bridge.watch(session):
-        pass
+async def _play(bridge: SettledRealtime, session: Any, speaker: Speaker) -> None:
+    async for event in bridge.watch(session):
+        speaker.take(event)
 
 
 def main() -> None:

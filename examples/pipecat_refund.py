@@ -3,45 +3,49 @@
     make dev                              # settled, Temporal and the sandbox services
     python -m examples.pipecat_refund     # a scripted call against them
 
-`ScriptedLLM` stands in for the LLM service and `ScriptedSpeaker` for TTS plus the output
-transport, so this runs offline. In a real bot, keep the three settled lines (`register`,
-`tools_schema`, `observer`) and put your STT, LLM, TTS and transport back in the pipeline.
+`ScriptedLLM` stands in for the LLM service, `ScriptedTTS` for the TTS service and `Loudspeaker`
+for the call's output transport (its audio takes real time to play), so this runs offline. In a
+real bot, keep the three settled lines (`register`, `tools_schema`, `observer`) and put your STT,
+LLM, TTS and transport back in the pipeline.
 """
 
 import asyncio
 import itertools
 import json
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
-    BotStartedSpeakingFrame,
-    BotStoppedSpeakingFrame,
     EndFrame,
     Frame,
     FunctionCallFromLLM,
-    InterruptionFrame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMMessagesAppendFrame,
     LLMTextFrame,
-    TTSTextFrame,
+    OutputAudioRawFrame,
+    StartFrame,
+    TTSAudioRawFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineWorker
 from pipecat.processors.aggregators import async_tool_messages
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import LLMService
-from pipecat.services.settings import LLMSettings
+from pipecat.services.settings import LLMSettings, TTSSettings
+from pipecat.services.tts_service import TTSService
+from pipecat.transports.base_output import BaseOutputTransport
+from pipecat.transports.base_transport import TransportParams
 from pipecat.workers.runner import WorkerRunner
 
 from adapters.common import load_action_kinds
 from adapters.pipecat import SettledPipecat
-from examples.scripted import RefundScript, run_example
+from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 
 INSTRUCTIONS = (
@@ -49,6 +53,7 @@ INSTRUCTIONS = (
     "Say only what the tools tell you; never say a refund is done unless a tool says CONFIRMED."
 )
 CALLER = ["Please refund order {order_id}, 25.50 euros.", "Did you do it?"]
+SAMPLE_RATE = 16_000
 
 
 # Every setting of an LLM service is declared; a scripted one has none of them.
@@ -69,11 +74,23 @@ _SETTINGS = LLMSettings(
 
 class ScriptedLLM(LLMService):
     """An LLM service that follows a `RefundScript`: it calls a tool when the caller asks for
-    something, and says each tool result it gets (final, intermediate, or CANCELLED)."""
+    something (saying `filler` with the call, when set), and says each tool result it gets (final,
+    intermediate, or CANCELLED; `holding` first, as a response of its own, when set). `lines` is
+    what each response said, by the id of its start frame."""
 
-    def __init__(self, script: RefundScript, *, call_prefix: str = "call") -> None:
+    def __init__(
+        self,
+        script: RefundScript,
+        *,
+        call_prefix: str = "call",
+        filler: str | None = None,
+        holding: str | None = None,
+    ) -> None:
         super().__init__(settings=_SETTINGS)
         self.script = script
+        self.filler = filler
+        self.holding = holding
+        self.lines: dict[int, str] = {}
         self.call_ids: list[str] = []
         self.replied = asyncio.Event()
         self._prefix = call_prefix
@@ -106,16 +123,23 @@ class ScriptedLLM(LLMService):
                 return
             call_id = f"{self._prefix}_{next(self._ids)}"
             self.call_ids.append(call_id)
+            if self.filler:
+                await self._say(self.filler, replied=False)
             await self.run_function_calls([FunctionCallFromLLM(call.name, call_id, call.arguments, context)])
             return
         if results:
+            if self.holding:
+                await self._say(self.holding, replied=False)
             await self._say(self.script.reply(results[-1]))
 
-    async def _say(self, text: str) -> None:
-        await self.push_frame(LLMFullResponseStartFrame())
+    async def _say(self, text: str, replied: bool = True) -> None:
+        start = LLMFullResponseStartFrame()
+        self.lines[start.id] = text
+        await self.push_frame(start)
         await self.push_frame(LLMTextFrame(text))
         await self.push_frame(LLMFullResponseEndFrame())
-        self.replied.set()
+        if replied:
+            self.replied.set()
 
 
 def _result_of(message: Any) -> str | None:
@@ -133,60 +157,100 @@ def _result_of(message: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-class ScriptedSpeaker(FrameProcessor):
-    """TTS and the output transport in one: each LLM response is "played" (BotStartedSpeaking,
-    TTSText, BotStoppedSpeaking). With `hold` set, the next one keeps playing until `finish()` or
-    an interruption, like audio still coming out of the speaker."""
+class ScriptedTTS(TTSService):
+    """A TTS service that "speaks" each sentence as `ms_per_char` of silent audio per character:
+    streamed in chunks of `chunk_ms`, or (None) as one frame per sentence, as some services do."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.hold = False
-        self.playing = asyncio.Event()
-        self._text = ""
-        self._done: asyncio.Event | None = None
+    def __init__(self, *, ms_per_char: float = 4.0, chunk_ms: int | None = 20) -> None:
+        super().__init__(
+            sample_rate=SAMPLE_RATE,
+            push_start_frame=True,
+            push_stop_frames=True,
+            settings=TTSSettings(model="scripted", voice="scripted", language=None),
+        )
+        self.ms_per_char = ms_per_char
+        self.chunk_ms = chunk_ms
 
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if isinstance(frame, InterruptionFrame) and self._done is not None:
-            self._done.set()  # stop the audio
-        elif isinstance(frame, LLMFullResponseStartFrame):
-            self._text = ""
-        elif isinstance(frame, LLMTextFrame):
-            self._text += frame.text
-        elif isinstance(frame, LLMFullResponseEndFrame) and self._text:
-            done = self._done = asyncio.Event()
-            if not self.hold:
-                done.set()
-            self.hold = False
-            self.create_task(self._play(self._text, done))
-        await self.push_frame(frame, direction)
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        audio = bytes(2 * int(SAMPLE_RATE * len(text) * self.ms_per_char / 1000))
+        step = 2 * int(SAMPLE_RATE * self.chunk_ms / 1000) if self.chunk_ms else len(audio)
+        for at in range(0, len(audio), step):
+            yield TTSAudioRawFrame(audio[at : at + step], SAMPLE_RATE, 1, context_id=context_id)
 
-    async def _play(self, text: str, done: asyncio.Event) -> None:
-        await self.broadcast_frame(BotStartedSpeakingFrame)
-        await self.push_frame(TTSTextFrame(text, text_type="sentence"))
-        self.playing.set()
-        await done.wait()
-        self.playing.clear()
-        await self.broadcast_frame(BotStoppedSpeakingFrame)
 
-    def finish(self) -> None:
-        if self._done is not None:
-            self._done.set()
+class Loudspeaker(BaseOutputTransport):
+    """The output transport of a call: each chunk takes its real duration to play, and `heard` is
+    what the caller heard, in ms per response (by its text, in playout order). After `hang_up()`
+    the line is dead: nothing written plays any more, as on a real call."""
+
+    def __init__(self, lines: dict[int, str]) -> None:
+        super().__init__(TransportParams(audio_out_enabled=True, audio_out_sample_rate=SAMPLE_RATE))
+        self.lines = lines
+        self.heard: list[tuple[str, float]] = []  # (text, ms heard), one per response
+        self.finished: list[str] = []  # the responses whose audio all played
+        self.gone = False
+        self.changed = asyncio.Event()
+
+    async def start(self, frame: StartFrame) -> None:
+        await super().start(frame)
+        await self.set_transport_ready(frame)
+
+    async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
+        if self.gone:
+            return False
+        ms = len(frame.audio) / 2 / frame.sample_rate * 1000
+        await asyncio.sleep(ms / 1000)  # real time
+        if self.gone or not self.heard:
+            return not self.gone
+        text, heard = self.heard[-1]
+        self.heard[-1] = (text, heard + ms)
+        self.changed.set()
+        return True
+
+    async def write_transport_frame(self, frame: Frame) -> None:
+        # Reached in playout order: what follows is this response's audio.
+        if isinstance(frame, LLMFullResponseStartFrame):
+            self.heard.append((self.lines.get(frame.id, ""), 0.0))
+        elif isinstance(frame, LLMFullResponseEndFrame) and self.heard and not self.gone:
+            self.finished.append(self.heard[-1][0])
+            self.changed.set()
+
+    def hang_up(self) -> None:
+        self.gone = True
+
+    def heard_of(self, part: str) -> float:
+        """How many ms the caller heard of the response that says `part`."""
+        return next((ms for text, ms in self.heard if part in text), 0.0)
+
+    async def until(self, part: str, heard_ms: float | None = None, timeout_s: float = 20) -> None:
+        """Until the caller heard `heard_ms` of the response that says `part` (None: all of it)."""
+
+        def reached() -> bool:
+            if heard_ms is None:
+                return any(part in text for text in self.finished)
+            return self.heard_of(part) >= heard_ms
+
+        async with asyncio.timeout(timeout_s):
+            while not reached():
+                self.changed.clear()
+                await self.changed.wait()
 
 
 @dataclass
 class Bot:
     worker: PipelineWorker
-    speaker: ScriptedSpeaker
+    speaker: Loudspeaker
     context: LLMContext
 
 
-def build(llm: ScriptedLLM, bridge: SettledPipecat | None, tools: ToolsSchema) -> Bot:
-    """The pipeline of a bot: user context, LLM, speech out, assistant context."""
+def build(
+    llm: ScriptedLLM, bridge: SettledPipecat | None, tools: ToolsSchema, tts: ScriptedTTS | None = None
+) -> Bot:
+    """The pipeline of a bot: user context, LLM, TTS, the call's audio out, assistant context."""
     context = LLMContext([{"role": "system", "content": INSTRUCTIONS}], tools=tools)
     pair = LLMContextAggregatorPair(context)
-    speaker = ScriptedSpeaker()
-    pipeline = Pipeline([pair.user(), llm, speaker, pair.assistant()])
+    speaker = Loudspeaker(llm.lines)
+    pipeline = Pipeline([pair.user(), llm, tts or ScriptedTTS(), speaker, pair.assistant()])
     observers = [bridge.observer()] if bridge else []
     worker = PipelineWorker(pipeline, observers=observers, cancel_on_idle_timeout=False)
     return Bot(worker, speaker, context)
@@ -207,16 +271,21 @@ async def call(api_url: str, conversation_id: str, order_id: str) -> dict[str, A
         bridge = SettledPipecat(
             client, conversation_id, load_action_kinds(names=["refund"]), authorize_on_call=True
         )
-        llm = ScriptedLLM(script)
+        llm = ScriptedLLM(script, filler=FILLER)
         bridge.register(llm)
-        worker = build(llm, bridge, tools=bridge.tools_schema()).worker
+        bot = build(llm, bridge, tools=bridge.tools_schema())
+        worker = bot.worker
         runner = WorkerRunner(handle_sigint=False)
         await runner.add_workers(worker)
         running = asyncio.create_task(runner.run())
         bridge.settled.opened()
         for line in CALLER:
             await say(worker, llm, line.format(order_id=order_id))
-        await worker.queue_frame(EndFrame())  # the caller hangs up
+        # The caller hears the last answer to its end, then hangs up.
+        await bot.speaker.until(script.said[-1])
+        await bridge.settled.flush()
+        bot.speaker.hang_up()
+        await worker.queue_frame(EndFrame())
         await running
         await bridge.aclose()
         handoff = await client.handoff(conversation_id)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FILLER = "One moment, I'm taking care of that."
+# A line a model may say while it waits on a tool, right before the result: it presents nothing.
+HOLDING = "I'm still working on that."
 VERIFY_TOOL = "verify_action"
 
 

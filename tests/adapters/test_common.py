@@ -9,13 +9,16 @@ import pytest
 from adapters.common import (
     ActionKind,
     SettledChannel,
+    carries,
     derived_operation_id,
     error_answer,
     load_action_kinds,
     tool_answer,
 )
 from settled.client import SettledAPIError, SettledClient
+from settled.models import ActionStatus
 from settled.states import State
+from tests.adapters.conftest import SentClient
 from tests.client.support import AsyncSandbox, eventually, new_id, refund
 
 
@@ -84,11 +87,11 @@ async def test_a_presentation_of_an_older_state_does_not_count_as_presenting_the
     hold = await truth.fault("refunds", "create", "hold", op, apply=True)
     running = await channel.request("refund", params)
     channel.told(running)  # the model is told "not confirmed yet" ...
-    channel.turn_started("t1")
-    channel.turn_text("t1", running.say)
+    channel.utterance_started("t1")
+    channel.utterance_text("t1", running.say)
     await truth.release(hold)
     await eventually(lambda: _confirmed(settled, op), what="the refund confirmed")
-    channel.turn_ended("t1", completed=True)  # ... and finishes saying it after the confirmation
+    channel.utterance_ended("t1", heard=True)  # ... and finishes saying it after the confirmation
     await channel.aclose()
 
     action = await settled.get(op)
@@ -97,6 +100,45 @@ async def test_a_presentation_of_an_older_state_does_not_count_as_presenting_the
     assert action.presented.completed and action.presented.for_state is running.state
     assert action.state is State.CONFIRMED
     assert (await settled.handoff(conversation)).say == action.say  # the confirmation is still owed
+
+
+async def test_only_an_utterance_that_carries_the_outcome_presents_it_and_a_close_cuts_it_first(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    channel = SettledChannel(settled, conversation, [refund_kind], wait_s=5, authorize_on_call=True)
+    channel.utterance_started("filler")  # generated before the result: it can carry nothing
+    done = await channel.request("refund", params)
+    channel.told(done)
+    channel.utterance_text("filler", "One moment, I'm taking care of that.")
+    channel.utterance_started("holding")  # generated after, but it does not say the outcome
+    channel.utterance_text("holding", "I'm still working on that.")
+    channel.utterance_started("confirmation")
+    channel.utterance_text("confirmation", done.say)
+    channel.utterance_ended("filler", heard=True)
+    channel.utterance_ended("holding", heard=True)
+    channel.utterance_started("holding")  # a late event of an ended utterance does not reopen it
+    assert channel.playing == ["confirmation"]
+    channel.closed("hangup")  # the caller hangs up while the confirmation plays
+    channel.utterance_ended("confirmation", heard=True)  # a late "finished" changes nothing
+    await channel.aclose()
+
+    action = await settled.get(done.operation_id)
+    assert action.presented is not None and action.presented.text == done.say
+    assert action.presented.completed is False and action.presented.for_state is State.CONFIRMED
+    assert settled.sent == [("presented", "cut"), ("channel_closed", "hangup")]  # the cut first
+    assert (await settled.handoff(conversation)).say == done.say  # owed to the next channel
+
+
+def test_carrying_means_the_sentence_the_reference_or_the_operation() -> None:
+    status = ActionStatus.model_construct(
+        operation_id="op_1f2e", say="Done: refunded. Your reference is rf_12.", business_ref="rf_12"
+    )
+    assert carries("done:  refunded.\nYour reference is rf_12.", status)
+    assert carries("Your refund went through, reference RF_12.", status)
+    assert carries(f"It is operation {status.operation_id}.", status)
+    assert not carries("One moment, I'm taking care of that.", status)
+    assert not carries("Done: refunded. Your reference", status)
 
 
 async def _confirmed(settled: SettledClient, op: str) -> bool:

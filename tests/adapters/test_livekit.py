@@ -10,7 +10,9 @@ a lookup, the model says what is verified, the retry meets the same durable acti
 """
 
 import asyncio
-from contextlib import suppress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -20,16 +22,20 @@ pytest.importorskip(
     "livekit.agents", reason="LiveKit Agents is not installed: pip install 'settled[livekit]'"
 )
 
-from livekit.agents import Agent, AgentSession, RunContext, function_tool
+from livekit.agents import Agent, AgentSession, CloseReason, RunContext, function_tool
 
 from adapters.common import ActionKind, derived_operation_id
 from adapters.livekit import SettledLiveKit
 from examples import livekit_refund
-from examples.livekit_refund import ScriptedLLM
-from examples.scripted import RefundScript
+from examples.livekit_refund import Loudspeaker, ScriptedLLM, ScriptedTTS
+from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.stack import Stack
 from settled.states import State
+from tests.adapters.conftest import SentClient
 from tests.client.support import AsyncSandbox, RecordingClient, eventually, new_id, refund
+
+# How long the TTS speaks per character, played in real time: the confirmation lasts about 1 s.
+MS_PER_CHAR = 12.0
 
 CHECKING = "The request to refund the order was sent, but I haven't confirmed the result."
 
@@ -154,6 +160,176 @@ async def test_an_answer_still_pending_is_reported_then_followed_to_the_outcome(
     await bridge.aclose()
     ref = (await truth.refunds_for(params["order_id"]))[0]["id"]
     assert ref in script.said[1] and (await settled.get(op)).state is State.CONFIRMED
+
+
+@dataclass
+class Call:
+    session: AgentSession[None]
+    speaker: Loudspeaker
+    script: RefundScript
+
+
+@asynccontextmanager
+async def call(
+    settled: SentClient,
+    kind: ActionKind,
+    conversation: str,
+    params: dict[str, Any],
+    *,
+    wait_s: float = 5,
+    chunk_ms: int | None = 20,
+    disconnect: bool = False,
+    holding: str | None = None,
+) -> AsyncIterator[Call]:
+    """An `AgentSession` whose audio plays to the caller at real-time speed; the model says a filler
+    with the tool call. Leaving the block is the caller hanging up, wherever the audio is: the line
+    goes dead, then the session closes (`disconnect`: as room io closes it when the participant
+    disconnects; else `aclose()`)."""
+    script = RefundScript(refund=params)
+    voice = ScriptedTTS(ms_per_char=MS_PER_CHAR, chunk_ms=chunk_ms)
+    session: AgentSession[None] = AgentSession(
+        llm=ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=holding), tts=voice
+    )
+    speaker = Loudspeaker(voice.sentences)
+    session.output.audio = speaker
+    bridge = SettledLiveKit(settled, conversation, [kind], wait_s=wait_s, authorize_on_call=True)
+    bridge.attach(session)
+    closed = asyncio.Event()
+    session.on("close", lambda _: closed.set())
+    await session.start(Agent(instructions="refunds", tools=bridge.tools()))
+    try:
+        yield Call(session, speaker, script)
+        speaker.hang_up()
+        if disconnect:
+            session._close_soon(reason=CloseReason.PARTICIPANT_DISCONNECTED)  # what room io does
+        else:
+            await session.aclose()
+        await asyncio.wait_for(closed.wait(), 20)
+    finally:
+        await session.aclose()
+        await speaker.aclose()
+        await bridge.aclose()
+
+
+async def _owed(settled: SentClient, conversation: str, op: str) -> None:
+    """The refund confirmed, its sentence cut: recorded as not completed, and owed to the next channel."""
+    action = await settled.get(op)
+    assert action.state is State.CONFIRMED
+    assert action.presented is not None and action.presented.completed is False
+    assert action.presented.for_state is State.CONFIRMED and action.business_ref in action.presented.text
+    handoff = await settled.handoff(conversation)
+    assert handoff.work == "stopped" and handoff.say == action.say
+
+
+async def _presented(settled: SentClient, op: str) -> bool:
+    action = await settled.get(op)
+    return action.presented is not None and action.presented.completed
+
+
+async def _sent(settled: SentClient, what: tuple[str, str | None]) -> bool:
+    return what in settled.sent
+
+
+@pytest.mark.parametrize("disconnect", [True, False], ids=["participant-disconnect", "session-close"])
+@pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
+async def test_a_hang_up_mid_confirmation_leaves_it_owed(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, disconnect: bool, chunk_ms: int | None
+) -> None:
+    """The filler said with the tool call finishes playing after the tool returned: it presents
+    nothing. The confirmation is cut by the hang-up: owed."""
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(
+        settled, refund_kind, conversation, params, chunk_ms=chunk_ms, disconnect=disconnect
+    ) as c:
+        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+        await c.speaker.until(FILLER)
+        await c.speaker.until("Your reference", heard_ms=150)  # the hang-up, mid-confirmation
+    assert len(await truth.refunds_for(params["order_id"])) == 1
+    await _owed(settled, conversation, op)
+    reason = "hangup" if disconnect else "ended_by_agent"
+    # Closing interrupts the speech (LiveKit also reports that as an interruption), then closes.
+    assert [entry for entry in settled.sent if entry[0] == "presented"] == [("presented", "cut")]
+    assert settled.sent[-1] == ("channel_closed", reason)
+
+
+@pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
+async def test_a_confirmation_heard_to_its_end_is_not_repeated(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, chunk_ms: int | None
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms, disconnect=True) as c:
+        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Your reference")
+        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+    action = await settled.get(op)
+    assert action.presented is not None and action.presented.completed and action.presented.text == action.say
+    assert (await settled.handoff(conversation)).say == ""
+    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+
+
+async def test_a_barge_in_during_the_confirmation_cuts_it(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params) as c:
+        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Your reference", heard_ms=150)
+        await c.session.interrupt()
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    await _owed(settled, conversation, op)
+    assert ("interrupted", None) in settled.sent
+
+
+async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_follows(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    """The caller cuts the filler off while the refund is at the service; LiveKit keeps the tool
+    running, and the outcome it reports later plays to its end: heard, not repeated. What the
+    model says in between ("not confirmed yet") presents only that."""
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    hold = await truth.fault("refunds", "create", "hold", op, apply=True)
+    async with call(settled, refund_kind, conversation, params, wait_s=0.3) as c:
+        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+        await c.speaker.until(FILLER, heard_ms=100)
+        await truth.wait_in_flight(op)
+        await c.session.interrupt()
+        await truth.release(hold)
+        await c.speaker.until("Your reference")
+        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+    action = await settled.get(op)
+    assert action.presented is not None and action.presented.completed and action.presented.text == action.say
+    assert (await settled.handoff(conversation)).say == ""
+
+
+async def test_a_holding_line_after_a_barge_in_presents_nothing(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    """The caller cuts the confirmation off ("are you still there?") and hears "I'm still working
+    on that" to its end, generated after the model had the outcome. It does not say the outcome:
+    the cut confirmation is what was presented, and it is owed."""
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
+        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:", heard_ms=150)
+        await c.session.interrupt()  # the caller cuts in ...
+        c.session.generate_reply(user_input="Are you still there?")  # ... and is answered
+        await c.speaker.until(HOLDING)
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    assert c.speaker.heard_of(HOLDING) >= len(HOLDING) * MS_PER_CHAR * 0.9
+    await _owed(settled, conversation, op)
+    assert ("presented", "heard") not in settled.sent
+
+
+async def _confirmed_in(session: AgentSession[None]) -> bool:
+    return any(
+        item.type == "function_call_output" and item.output.startswith("CONFIRMED")
+        for item in session.history.items
+    )
 
 
 async def _said_done(script: RefundScript) -> bool:

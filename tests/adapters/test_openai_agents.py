@@ -10,6 +10,9 @@ durable action, and the service holds exactly one refund, which is what the agen
 """
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -21,16 +24,24 @@ pytest.importorskip(
 
 from agents import FunctionTool, function_tool
 from agents.realtime import RealtimeAgent, RealtimeRunner, RealtimeSession
+from agents.realtime.model import RealtimeModelConfig
+from agents.realtime.openai_realtime import OpenAIRealtimeWebSocketModel
 from agents.tool_context import ToolContext
 
 from adapters.common import ActionKind, derived_operation_id
-from adapters.openai_agents import SettledRealtime
+from adapters.openai_agents import HeardPlayback, SettledRealtime
 from examples import openai_agents_refund
-from examples.openai_agents_refund import ScriptedRealtimeModel, say_and_wait
-from examples.scripted import RefundScript
+from examples.openai_agents_refund import ScriptedRealtimeModel, Speaker, say_and_wait
+from examples.scripted import FILLER, HOLDING, RefundScript
+from settled.models import ActionStatus
 from settled.stack import Stack
 from settled.states import State
+from tests.adapters.conftest import SentClient
+from tests.adapters.realtime_server import ScriptedRealtimeServer
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
+
+# Each line the model says lasts this long, played to the caller in real time.
+SPEECH_MS = 900
 
 
 def naive_refund(sandbox_url: str) -> FunctionTool:
@@ -79,31 +90,202 @@ async def test_naive_tool_refunds_twice_after_a_barge_in(stack: Stack, truth: As
     assert len(await truth.refunds_for(params["order_id"])) == 2  # refunded twice
 
 
-async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
-    settled: RecordingClient, truth: AsyncSandbox, refund_kind: ActionKind
+@dataclass
+class Call:
+    session: RealtimeSession
+    model: ScriptedRealtimeModel
+    bridge: SettledRealtime
+    speaker: Speaker
+    script: RefundScript
+
+
+@asynccontextmanager
+async def call(
+    settled: SentClient,
+    kind: ActionKind,
+    conversation: str,
+    params: dict[str, Any],
+    *,
+    wait_s: float = 5,
+    chunk_ms: int | None = 20,
+    holding: str | None = None,
+    async_tool_calls: bool = True,
+) -> AsyncIterator[Call]:
+    """A realtime session whose audio plays to the caller at real-time speed; leaving the block is
+    the caller hanging up (the session is closed), wherever the audio is."""
+    script = RefundScript(refund=params)
+    model = ScriptedRealtimeModel(
+        script, call_prefix=new_id("call"), speech_ms=SPEECH_MS, chunk_ms=chunk_ms, holding=holding
+    )
+    bridge = SettledRealtime(settled, conversation, [kind], wait_s=wait_s, authorize_on_call=True)
+    speaker = Speaker(bridge.playback)
+    runner = RealtimeRunner(
+        RealtimeAgent(name="refunds", tools=bridge.tools()),
+        model=model,
+        config={"async_tool_calls": async_tool_calls},
+    )
+    session = await runner.run(model_config={"playback_tracker": bridge.playback})
+    playing = asyncio.create_task(speaker.play())
+    try:
+        async with session:
+            watching = asyncio.create_task(_play(bridge, session, speaker))
+            yield Call(session, model, bridge, speaker, script)
+        await asyncio.wait_for(watching, 20)
+    finally:
+        playing.cancel()
+        await bridge.aclose()
+
+
+async def _play(bridge: SettledRealtime, session: RealtimeSession, speaker: Speaker) -> None:
+    async for event in bridge.watch(session):
+        speaker.take(event)
+
+
+async def _owed(settled: SentClient, conversation: str, op: str) -> ActionStatus:
+    """The refund confirmed, its sentence cut: recorded as not completed, and owed to the next channel."""
+    action = await settled.get(op)
+    assert action.state is State.CONFIRMED
+    assert action.presented is not None and action.presented.completed is False
+    assert action.presented.for_state is State.CONFIRMED and action.presented.text == action.say
+    handoff = await settled.handoff(conversation)
+    assert handoff.work == "stopped" and handoff.say == action.say
+    return action
+
+
+@pytest.mark.parametrize("async_tool_calls", [True, False], ids=["async-tools", "inline-tools"])
+@pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
+async def test_a_hang_up_mid_confirmation_leaves_it_owed(
+    settled: SentClient,
+    truth: AsyncSandbox,
+    refund_kind: ActionKind,
+    async_tool_calls: bool,
+    chunk_ms: int | None,
 ) -> None:
     conversation, params = new_id("conv"), refund()
     op = derived_operation_id(conversation, "refund", params)
-    script = RefundScript(refund=params)
-    model = ScriptedRealtimeModel(script, call_prefix=new_id("call"))
-    bridge = SettledRealtime(settled, conversation, [refund_kind], wait_s=0.2, authorize_on_call=True)
+    async with call(
+        settled, refund_kind, conversation, params, chunk_ms=chunk_ms, async_tool_calls=async_tool_calls
+    ) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
+        # audio_end came long ago (generation is not playback): the caller hangs up a third in.
+    assert c.speaker.heard_of("Done:") < SPEECH_MS
+
+    assert len(await truth.refunds_for(params["order_id"])) == 1
+    await _owed(settled, conversation, op)
+    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+
+
+@pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
+async def test_a_confirmation_heard_to_its_end_is_not_repeated(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, chunk_ms: int | None
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:")  # played to its end, then the caller hangs up
+        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+
+    action = await settled.get(op)
+    assert action.presented is not None and action.presented.completed
+    assert action.presented.text == action.say == c.script.said[-1]
+    assert (await settled.handoff(conversation)).say == ""
+    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+
+
+async def test_a_barge_in_during_the_confirmation_cuts_it(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
+        await c.model.barge_in()  # the output drops the rest; the caller then hangs up
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    assert c.speaker.heard_of("Done:") < SPEECH_MS
+    await _owed(settled, conversation, op)
+    assert ("interrupted", None) in settled.sent
+
+
+async def test_a_barge_in_during_a_holding_line_cuts_the_confirmation_queued_behind_it(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until(HOLDING, heard_ms=SPEECH_MS / 3)
+        assert c.speaker.item_saying("Done:") is not None  # generated, queued, not played
+        await c.model.barge_in()
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    assert c.speaker.heard_of("Done:") == 0
+    await _owed(settled, conversation, op)
+
+
+async def test_a_hang_up_after_a_holding_line_mid_confirmation_leaves_it_owed(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until(HOLDING)  # heard to its end: it presents nothing
+        await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
+    await _owed(settled, conversation, op)
+    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+
+
+async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_follows(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    """The filler said with the tool call is cut while the refund is still at the service; the
+    confirmation generated afterwards plays to its end: heard, not repeated."""
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    hold = await truth.fault("refunds", "create", "hold", op, apply=True)
+    async with call(settled, refund_kind, conversation, params) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until(FILLER, heard_ms=SPEECH_MS / 3)
+        await truth.wait_in_flight(op)
+        await c.model.barge_in()
+        await truth.release(hold)
+        await c.speaker.until("Done:")
+        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+    assert c.speaker.heard_of(FILLER) < SPEECH_MS
+    action = await settled.get(op)
+    assert action.presented is not None and action.presented.completed and action.presented.text == action.say
+    assert (await settled.handoff(conversation)).say == ""
+    assert settled.sent == [
+        ("channel_opened", None),
+        ("interrupted", None),
+        ("presented", "heard"),
+        ("channel_closed", "hangup"),
+    ]
+
+
+async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
     hang = await truth.fault("refunds", "create", "hang", op, apply=True)
-    agent = RealtimeAgent(name="refunds", tools=bridge.tools())
-    session: RealtimeSession = await RealtimeRunner(agent, model=model).run()
-    async with session:
-        watching = asyncio.create_task(_drain(bridge.watch(session)))
+    async with call(settled, refund_kind, conversation, params, wait_s=0.2) as c:
+        script, model = c.script, c.model
         model.replied.clear()
-        await session.send_message(f"Please refund order {params['order_id']}.")
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
         await truth.wait_in_flight(op)
         await asyncio.wait_for(model.replied.wait(), 20)  # the tool answered after its short wait
         assert script.said[-1] in NOT_YET
+        await c.speaker.until(script.said[-1], heard_ms=SPEECH_MS / 3)
         await model.barge_in()  # cuts that sentence off
         await truth.release(hang)  # applied, and the answer is lost
         await eventually(lambda: _state_is(settled, op, State.CONFIRMED), what="the refund confirmed")
-        await say_and_wait(session, model, "Please try again.")
-        await say_and_wait(session, model, "Did you do it?")
-    await watching
-    await bridge.aclose()
+        await say_and_wait(c.session, model, "Please try again.")
+        await say_and_wait(c.session, model, "Did you do it?")
+        await c.speaker.until(script.said[-1])  # the caller hears the answer, then hangs up
+        await eventually(lambda: _presented(settled, op), what="the answer recorded as heard")
 
     records = await truth.refunds_for(params["order_id"])
     action = await settled.get(op)
@@ -118,30 +300,107 @@ async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
 
     handoff = await settled.handoff(conversation)
     assert handoff.channels.voice == "closed" and handoff.channel_reasons["voice"] == "hangup"
-    assert handoff.work == "stopped" and handoff.say == ""  # spoken to the end: nothing owed
+    assert handoff.work == "stopped" and handoff.say == ""  # heard to the end: nothing owed
 
 
-async def test_an_interrupted_confirmation_is_owed_to_the_next_channel(
-    settled: RecordingClient, truth: AsyncSandbox, refund_kind: ActionKind
+@dataclass
+class WebSocketCall:
+    session: RealtimeSession
+    server: ScriptedRealtimeServer
+    speaker: Speaker
+
+
+@asynccontextmanager
+async def call_over_websocket(
+    settled: SentClient, kind: ActionKind, conversation: str, params: dict[str, Any]
+) -> AsyncIterator[WebSocketCall]:
+    """The same call through the SDK's own WebSocket model, against a scripted Realtime server
+    that streams the audio faster than real time; leaving the block is the caller hanging up."""
+    script = RefundScript(refund=params)
+    server = ScriptedRealtimeServer(script, speech_ms=SPEECH_MS)
+    bridge = SettledRealtime(settled, conversation, [kind], wait_s=5, authorize_on_call=True)
+    speaker = Speaker(bridge.playback)
+    model = OpenAIRealtimeWebSocketModel()
+    runner = RealtimeRunner(RealtimeAgent(name="refunds", tools=bridge.tools()), model=model)
+    async with server.running():
+        config: RealtimeModelConfig = {
+            "url": server.url,
+            "api_key": "sk-scripted",
+            "playback_tracker": bridge.playback,
+        }
+        session = await runner.run(model_config=config)
+        playing = asyncio.create_task(speaker.play())
+        try:
+            async with session:
+                watching = asyncio.create_task(_play(bridge, session, speaker))
+                yield WebSocketCall(session, server, speaker)
+            await asyncio.wait_for(watching, 20)
+        finally:
+            playing.cancel()
+            await bridge.aclose()
+
+
+async def test_over_the_websocket_model_a_hang_up_mid_confirmation_leaves_it_owed(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
     conversation, params = new_id("conv"), refund()
-    script = RefundScript(refund=params)
-    model = ScriptedRealtimeModel(script, call_prefix=new_id("call"))
-    bridge = SettledRealtime(settled, conversation, [refund_kind], wait_s=5, authorize_on_call=True)
-    session = await RealtimeRunner(RealtimeAgent(name="r", tools=bridge.tools()), model=model).run()
-    async with session:
-        watching = asyncio.create_task(_drain(bridge.watch(session)))
-        await say_and_wait(session, model, f"Please refund order {params['order_id']}.")
-        await model.barge_in()  # the caller cuts the confirmation off, then hangs up
-    await watching
-    await bridge.aclose()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
+    assert len(await truth.refunds_for(params["order_id"])) == 1
+    await _owed(settled, conversation, op)
+    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
 
-    records = await truth.refunds_for(params["order_id"])
-    action = await settled.get(derived_operation_id(conversation, "refund", params))
-    assert script.said[0] == action.say and records[0]["id"] in action.say
-    assert action.presented is not None and action.presented.completed is False
-    handoff = await settled.handoff(conversation)
-    assert handoff.say == action.say  # the text channel re-delivers what the call never finished
+
+async def test_over_the_websocket_model_the_service_s_barge_in_cuts_the_confirmation(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
+        await c.server.barge_in()  # speech_started: the SDK reports audio_interrupted
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    await _owed(settled, conversation, op)
+    assert ("interrupted", None) in settled.sent
+
+
+async def test_over_the_websocket_model_a_confirmation_heard_to_its_end_is_not_repeated(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
+        await c.session.send_message(f"Please refund order {params['order_id']}.")
+        await c.speaker.until("Done:")
+        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+    assert (await settled.handoff(conversation)).say == ""
+    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+
+
+@pytest.mark.parametrize(("audio_format", "bytes_per_s"), [("pcm16", 48_000), ("g711_ulaw", 8_000)])
+def test_generated_and_played_audio_are_measured_alike_in_the_session_s_format(
+    audio_format: str, bytes_per_s: int
+) -> None:
+    """What was generated (`ms_of`) and what played (`on_play_bytes`) are counted alike, by the
+    session's format: a second of G.711 is neither a sixth of a second (heard too early) nor six."""
+    played: list[tuple[str, float]] = []
+    playback = HeardPlayback(lambda item, ms: played.append((item, ms)))
+    playback.set_audio_format(audio_format)
+    assert playback.ms_of(bytes(bytes_per_s)) == pytest.approx(1000)
+    playback.on_play_bytes("item_1", 0, bytes(bytes_per_s // 2))
+    assert played == [("item_1", pytest.approx(500))]
+
+
+async def _presented(settled: SentClient, op: str) -> bool:
+    action = await settled.get(op)
+    return action.presented is not None and action.presented.completed
+
+
+async def _sent(settled: SentClient, what: tuple[str, str | None]) -> bool:
+    return what in settled.sent
 
 
 async def test_a_go_ahead_is_asked_for_when_the_call_is_not_the_authorization(
@@ -166,7 +425,7 @@ class _Quiet(ScriptedRealtimeModel):
         super().__init__(RefundScript(refund={}))
 
 
-async def _state_is(settled: RecordingClient, op: str, state: State) -> bool:
+async def _state_is(settled: SentClient, op: str, state: State) -> bool:
     return (await settled.get(op)).state is state
 
 

@@ -11,6 +11,8 @@ and then the verified outcome, a retry meets the same durable action, and there 
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +21,7 @@ pytest.importorskip("pipecat", reason="Pipecat is not installed: pip install 'se
 
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-from pipecat.frames.frames import CancelFrame, EndFrame, InterruptionFrame
+from pipecat.frames.frames import CancelFrame, EndFrame, Frame, InterruptionFrame
 from pipecat.pipeline.worker import PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.llm_service import FunctionCallParams
@@ -28,11 +30,15 @@ from pipecat.workers.runner import WorkerRunner
 from adapters.common import ActionKind, derived_operation_id
 from adapters.pipecat import SettledPipecat
 from examples import pipecat_refund
-from examples.pipecat_refund import ScriptedLLM, build, say
-from examples.scripted import RefundScript
+from examples.pipecat_refund import Bot, ScriptedLLM, ScriptedTTS, build, say
+from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.stack import Stack
 from settled.states import State
+from tests.adapters.conftest import SentClient
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
+
+# How long the TTS speaks per character, played in real time: the confirmation lasts about 1 s.
+MS_PER_CHAR = 12.0
 
 
 @asynccontextmanager
@@ -95,30 +101,24 @@ async def test_naive_call_is_cancelled_by_the_interruption_and_the_retry_refunds
 
 
 async def test_with_settled_the_interruption_cancels_nothing_and_there_is_one_refund(
-    settled: RecordingClient, truth: AsyncSandbox, refund_kind: ActionKind
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
     conversation, params = new_id("conv"), refund()
     op = derived_operation_id(conversation, "refund", params)
-    script = RefundScript(refund=params)
-    llm = ScriptedLLM(script, call_prefix=new_id("call"))
-    bridge = SettledPipecat(settled, conversation, [refund_kind], wait_s=0.2, authorize_on_call=True)
-    bridge.register(llm)
     await truth.fault("refunds", "create", "hang", op, apply=True)
-    bot = build(llm, bridge, tools=bridge.tools_schema())
-    worker, speaker = bot.worker, bot.speaker
-    async with running(worker):
-        bridge.settled.opened()
-        speaker.hold = True  # the next answer is still playing when the caller cuts in
-        await say(worker, llm, f"Please refund order {params['order_id']}.", wait=False)
+    async with call(settled, refund_kind, conversation, params, wait_s=0.2) as c:
+        script, speaker = c.script, c.bot.speaker
+        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
         await truth.wait_in_flight(op)
         await said(script, 1)
         assert script.said[0] in NOT_YET
-        await asyncio.wait_for(speaker.playing.wait(), 10)
-        await worker.queue_frame(InterruptionFrame())
+        await speaker.until(script.said[0], heard_ms=100)  # still playing when the caller cuts in
+        await c.worker.queue_frame(InterruptionFrame())
         await said(script, 2)  # the outcome, once settled has it (the call was not cancelled)
-        await say(worker, llm, "Please try again.")
-        await say(worker, llm, "Did you do it?")
-    await bridge.aclose()
+        await say(c.worker, c.llm, "Please try again.")
+        await say(c.worker, c.llm, "Did you do it?")
+        await speaker.until(script.said[-1])  # heard to its end, then the caller hangs up
+        await eventually(lambda: _presented(settled, op), what="the answer recorded as heard")
 
     records = await truth.refunds_for(params["order_id"])
     action = await settled.get(op)
@@ -135,6 +135,180 @@ async def test_with_settled_the_interruption_cancels_nothing_and_there_is_one_re
     handoff = await settled.handoff(conversation)
     assert handoff.channels.voice == "closed" and handoff.channel_reasons["voice"] == "hangup"
     assert handoff.say == ""
+
+
+@pytest.mark.parametrize("end", [EndFrame, CancelFrame], ids=["EndFrame", "CancelFrame"])
+@pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
+async def test_a_hang_up_mid_confirmation_leaves_it_owed(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, end: type[Frame], chunk_ms: int | None
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms, end=end) as c:
+        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+        await c.bot.speaker.until("Done:", heard_ms=300)  # the caller hangs up 0.3 s in
+    assert c.bot.speaker.heard_of("Done:") < _length(c.script.said[-1])
+
+    assert len(await truth.refunds_for(params["order_id"])) == 1
+    await _owed(settled, conversation, op)
+    reason = "hangup" if end is EndFrame else "dropped"
+    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", reason)]
+
+
+@pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
+async def test_a_confirmation_heard_to_its_end_is_not_repeated(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, chunk_ms: int | None
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms) as c:
+        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+        await c.bot.speaker.until("Done:")
+        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+
+    action = await settled.get(op)
+    assert action.presented is not None and action.presented.completed
+    assert action.presented.text == action.say == c.script.said[-1]
+    assert (await settled.handoff(conversation)).say == ""
+    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+
+
+async def test_a_barge_in_during_the_confirmation_cuts_it(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params) as c:
+        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+        await c.bot.speaker.until("Done:", heard_ms=300)
+        await c.worker.queue_frame(InterruptionFrame())  # the output drops the rest
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    assert c.bot.speaker.heard_of("Done:") < _length(c.script.said[-1])
+    await _owed(settled, conversation, op)
+    assert ("interrupted", None) in settled.sent
+
+
+async def test_a_barge_in_during_a_holding_line_cuts_the_confirmation_queued_behind_it(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
+        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+        await c.bot.speaker.until(HOLDING, heard_ms=100)
+        await said(c.script, 1)  # the confirmation is generated, queued behind the holding line
+        await c.worker.queue_frame(InterruptionFrame())
+        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+    assert c.bot.speaker.heard_of("Done:") == 0
+    await _owed(settled, conversation, op)
+
+
+async def test_a_holding_line_right_before_the_confirmation_presents_nothing(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
+        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+        await c.bot.speaker.until(HOLDING)  # heard to its end: the bot stops speaking after it
+        await c.bot.speaker.until("Done:", heard_ms=300)  # and the caller hangs up here
+    await _owed(settled, conversation, op)
+    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+
+
+async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_follows(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    """The filler said with the tool call is cut while the refund is still at the service; the
+    confirmation generated afterwards plays to its end: heard, not repeated."""
+    conversation, params = new_id("conv"), refund()
+    op = derived_operation_id(conversation, "refund", params)
+    hold = await truth.fault("refunds", "create", "hold", op, apply=True)
+    async with call(settled, refund_kind, conversation, params) as c:
+        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+        await c.bot.speaker.until(FILLER, heard_ms=100)
+        await truth.wait_in_flight(op)
+        await c.worker.queue_frame(InterruptionFrame())
+        await truth.release(hold)
+        await c.bot.speaker.until("Done:")
+        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+    assert c.bot.speaker.heard_of(FILLER) < _length(FILLER)
+    action = await settled.get(op)
+    assert action.presented is not None and action.presented.completed and action.presented.text == action.say
+    assert (await settled.handoff(conversation)).say == ""
+    assert settled.sent == [
+        ("channel_opened", None),
+        ("interrupted", None),
+        ("presented", "heard"),
+        ("channel_closed", "hangup"),
+    ]
+
+
+@dataclass
+class Call:
+    worker: PipelineWorker
+    llm: ScriptedLLM
+    bridge: SettledPipecat
+    bot: Bot
+    script: RefundScript
+
+
+@asynccontextmanager
+async def call(
+    settled: SentClient,
+    kind: ActionKind,
+    conversation: str,
+    params: dict[str, Any],
+    *,
+    wait_s: float = 5,
+    chunk_ms: int | None = 20,
+    holding: str | None = None,
+    end: type[Frame] = EndFrame,
+) -> AsyncIterator[Call]:
+    """A pipeline whose audio plays to the caller at real-time speed; leaving the block is the
+    caller hanging up: the line goes dead, then `end` (EndFrame, as the example does, or
+    CancelFrame) is queued, wherever the audio is."""
+    script = RefundScript(refund=params)
+    llm = ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=holding)
+    bridge = SettledPipecat(settled, conversation, [kind], wait_s=wait_s, authorize_on_call=True)
+    bridge.register(llm)
+    tts = ScriptedTTS(ms_per_char=MS_PER_CHAR, chunk_ms=chunk_ms)
+    bot = build(llm, bridge, tools=bridge.tools_schema(), tts=tts)
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(bot.worker)
+    task = asyncio.create_task(runner.run())
+    try:
+        bridge.settled.opened()
+        yield Call(bot.worker, llm, bridge, bot, script)
+        bot.speaker.hang_up()
+        await bot.worker.queue_frame(end())
+        await asyncio.wait_for(task, 20)
+    finally:
+        task.cancel()
+        await bridge.aclose()
+
+
+async def _owed(settled: SentClient, conversation: str, op: str) -> None:
+    """The refund confirmed, its sentence cut: recorded as not completed, and owed to the next channel."""
+    action = await settled.get(op)
+    assert action.state is State.CONFIRMED
+    assert action.presented is not None and action.presented.completed is False
+    assert action.presented.for_state is State.CONFIRMED and action.presented.text == action.say
+    handoff = await settled.handoff(conversation)
+    assert handoff.work == "stopped" and handoff.say == action.say
+
+
+def _length(text: str) -> float:
+    return len(text) * MS_PER_CHAR
+
+
+async def _presented(settled: SentClient, op: str) -> bool:
+    action = await settled.get(op)
+    return action.presented is not None and action.presented.completed
+
+
+async def _sent(settled: SentClient, what: tuple[str, str | None]) -> bool:
+    return what in settled.sent
 
 
 async def test_a_dropped_pipeline_leaves_the_action_running_and_the_handoff_tells_it(
