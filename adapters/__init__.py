@@ -8,6 +8,20 @@ Each adapter lives in its own module and imports its framework only there, so `i
     pip install 'settled[livekit]'         # adapters.livekit
 """
 
-from adapters.common import ActionKind, SettledChannel, derived_operation_id, load_action_kinds, tool_answer
+from adapters.common import (
+    ActionKind,
+    SettledChannel,
+    action_kinds,
+    derived_operation_id,
+    load_action_kinds,
+    tool_answer,
+)
 
-__all__ = ["ActionKind", "SettledChannel", "derived_operation_id", "load_action_kinds", "tool_answer"]
+__all__ = [
+    "ActionKind",
+    "SettledChannel",
+    "action_kinds",
+    "derived_operation_id",
+    "load_action_kinds",
+    "tool_answer",
+]

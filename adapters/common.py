@@ -15,12 +15,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from settled.client import SettledAPIError, SettledClient, SettledError
-from settled.kinds import KindSpec, load_kinds
-from settled.models import ActionStatus, Channel
+from settled.models import ActionStatus, Channel, KindInfo
 from settled.states import State
+
+if TYPE_CHECKING:
+    from settled.kinds import KindSpec
 
 log = logging.getLogger("settled.adapters")
 
@@ -59,7 +61,7 @@ class ActionKind:
         return self.tool_name or self.kind
 
     @classmethod
-    def from_spec(cls, spec: KindSpec, tool_name: str | None = None) -> "ActionKind":
+    def from_spec(cls, spec: "KindInfo | KindSpec", tool_name: str | None = None) -> "ActionKind":
         return cls(
             kind=spec.name,
             description=spec.description,
@@ -79,22 +81,35 @@ class ActionKind:
         )
 
 
+async def action_kinds(client: SettledClient, names: Iterable[str] | None = None) -> list[ActionKind]:
+    """The kinds the settled API offers (`GET /v1/kinds`), as tools: no copy of the kinds file needed.
+    `names` picks some of them, in that order."""
+    offered = {kind.name: kind for kind in await client.kinds()}
+    return _chosen(offered, names, "the settled API")
+
+
 def load_action_kinds(
     path: str | Path | None = None, names: Iterable[str] | None = None, sandbox_url: str | None = None
 ) -> list[ActionKind]:
-    """The kinds of a kinds file (the same file the worker and API read), as tools.
+    """The kinds of a kinds file (the same file the worker and API read), as tools. Reading the file
+    needs the server extra (its validation); `action_kinds` asks the API instead.
 
     Without a path: the built-in sandbox kinds. `names` picks some of them, in that order.
     """
+    from settled.kinds import load_kinds  # the server extra: jsonschema validates the file
+
     kinds = load_kinds(path, sandbox_url) if sandbox_url else load_kinds(path)
-    wanted = list(names) if names is not None else kinds.names()
-    chosen = []
-    for name in wanted:
-        spec = kinds.get(name)
-        if spec is None:
-            raise KeyError(f"no kind {name!r} in {kinds.source}; known: {', '.join(kinds.names())}")
-        chosen.append(ActionKind.from_spec(spec))
-    return chosen
+    return _chosen({spec.name: spec for spec in kinds}, names, kinds.source)
+
+
+def _chosen(
+    offered: "dict[str, KindInfo] | dict[str, KindSpec]", names: Iterable[str] | None, source: str
+) -> list[ActionKind]:
+    wanted = list(names) if names is not None else sorted(offered)
+    unknown = [name for name in wanted if name not in offered]
+    if unknown:
+        raise KeyError(f"no kind {unknown[0]!r} in {source}; known: {', '.join(sorted(offered))}")
+    return [ActionKind.from_spec(offered[name]) for name in wanted]
 
 
 def canonical_params(params: dict[str, Any]) -> str:

@@ -20,7 +20,7 @@ from livekit.agents import Agent, AgentSession, llm, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConnectOptions, NotGivenOr
 from livekit.agents.voice import io
 
-from adapters.common import load_action_kinds
+from adapters.common import action_kinds
 from adapters.livekit import SettledLiveKit
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
@@ -236,7 +236,7 @@ async def call(api_url: str, conversation_id: str, order_id: str) -> dict[str, A
     script = RefundScript(refund={"order_id": order_id, "amount": 25.5, "currency": "EUR"})
     async with SettledClient(api_url) as client:
         bridge = SettledLiveKit(
-            client, conversation_id, load_action_kinds(names=["refund"]), authorize_on_call=True
+            client, conversation_id, await action_kinds(client, names=["refund"]), authorize_on_call=True
         )
         voice = ScriptedTTS()
         session: AgentSession[None] = AgentSession(llm=ScriptedLLM(script, filler=FILLER), tts=voice)

@@ -34,7 +34,7 @@ from agents.realtime.model_inputs import (
     RealtimeModelSendUserInput,
 )
 
-from adapters.common import load_action_kinds
+from adapters.common import action_kinds
 from adapters.openai_agents import SettledRealtime
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
@@ -226,7 +226,7 @@ async def call(api_url: str, conversation_id: str, order_id: str) -> dict[str, A
     async with SettledClient(api_url) as client:
         # The agent confirms with the caller before calling, so the call itself is the go-ahead.
         bridge = SettledRealtime(
-            client, conversation_id, load_action_kinds(names=["refund"]), authorize_on_call=True
+            client, conversation_id, await action_kinds(client, names=["refund"]), authorize_on_call=True
         )
         agent = RealtimeAgent(name="refunds", instructions=INSTRUCTIONS, tools=bridge.tools())
         speaker = Speaker(bridge.playback)

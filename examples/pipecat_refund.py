@@ -43,7 +43,7 @@ from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import TransportParams
 from pipecat.workers.runner import WorkerRunner
 
-from adapters.common import load_action_kinds
+from adapters.common import action_kinds
 from adapters.pipecat import SettledPipecat
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
@@ -269,7 +269,7 @@ async def call(api_url: str, conversation_id: str, order_id: str) -> dict[str, A
     script = RefundScript(refund={"order_id": order_id, "amount": 25.5, "currency": "EUR"})
     async with SettledClient(api_url) as client:
         bridge = SettledPipecat(
-            client, conversation_id, load_action_kinds(names=["refund"]), authorize_on_call=True
+            client, conversation_id, await action_kinds(client, names=["refund"]), authorize_on_call=True
         )
         llm = ScriptedLLM(script, filler=FILLER)
         bridge.register(llm)

@@ -23,7 +23,7 @@ import httpx
 from pydantic import BaseModel
 
 from settled.handoff import Handoff, Work
-from settled.models import WAIT_MAX_S, ActionStatus, Channel
+from settled.models import WAIT_MAX_S, ActionStatus, Channel, KindInfo, KindList
 from settled.states import MAY_BE_IN_FLIGHT, SETTLED, Claim, State
 
 T = TypeVar("T")
@@ -229,6 +229,11 @@ class SettledClient:
         response = await self._send("POST", path, body, idempotent=True)
         answer: dict[str, Any] = response.json()
         return answer
+
+    async def kinds(self) -> list[KindInfo]:
+        """The kinds the API offers (`GET /v1/kinds`): what a channel needs to offer them as tools."""
+        response = await self._send("GET", "/v1/kinds", idempotent=True)
+        return KindList.model_validate(response.json()).kinds
 
     async def handoff(self, conversation_id: str) -> Handoff:
         response = await self._send("GET", f"/v1/conversations/{conversation_id}/handoff", idempotent=True)

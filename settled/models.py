@@ -108,3 +108,20 @@ class ConversationEventBody(_Body):
     type: Literal["channel_opened", "channel_closed", "interrupted"]
     channel: Channel
     reason: Annotated[str, StringConstraints(max_length=200)] | None = None
+
+
+# The kinds, as channels see them -------------------------------------------------------------
+
+
+class KindInfo(BaseModel):
+    """What a channel needs to offer a kind as a tool: never where the business system is."""
+
+    name: str
+    description: str
+    requires_authorization: bool
+    compensable: bool
+    params_schema: dict[str, Any]
+
+
+class KindList(BaseModel):
+    kinds: list[KindInfo]

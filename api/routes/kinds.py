@@ -1,27 +1,15 @@
 """`GET /v1/kinds`: what a channel adapter needs to offer the kinds as tools, without a copy of the
 kinds file. Never the business system's addresses: those are the worker's business, not a channel's."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel
 
 from api.deps import TenantDep
 from settled.kinds import Kinds
+from settled.models import KindInfo, KindList
 
 router = APIRouter(prefix="/v1/kinds", tags=["kinds"])
-
-
-class KindInfo(BaseModel):
-    name: str
-    description: str
-    requires_authorization: bool
-    compensable: bool
-    params_schema: dict[str, Any]
-
-
-class KindList(BaseModel):
-    kinds: list[KindInfo]
 
 
 def configured_kinds(request: Request) -> Kinds:

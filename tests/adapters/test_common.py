@@ -9,6 +9,7 @@ import pytest
 from adapters.common import (
     ActionKind,
     SettledChannel,
+    action_kinds,
     carries,
     derived_operation_id,
     error_answer,
@@ -39,6 +40,17 @@ def test_kinds_load_from_the_kinds_file_and_unknown_names_say_which() -> None:
     )
     with pytest.raises(KeyError, match="no kind 'nope'"):
         load_action_kinds(names=["nope"])
+
+
+async def test_kinds_come_from_the_api_as_the_file_declares_them(
+    settled: SettledClient, refund_kind: ActionKind
+) -> None:
+    """An app with the light install offers the kinds without a copy of the kinds file."""
+    [refund] = await action_kinds(settled, names=["refund"])
+    assert refund == refund_kind
+    assert len(await action_kinds(settled)) == len(await settled.kinds())
+    with pytest.raises(KeyError, match="no kind 'nope' in the settled API"):
+        await action_kinds(settled, names=["nope"])
 
 
 def test_an_invalid_request_tells_the_model_nothing_was_sent() -> None:
