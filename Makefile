@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,openai-agents,pipecat,livekit]'
+	$(BIN)/pip install --quiet -e '.[server,tools,test,openai-agents,pipecat,livekit]'
 	touch $(STAMP)
 
 install: $(STAMP)

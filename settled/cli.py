@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from settled.config import SettingsError, unknown_variables
-from settled.kinds import KindsFileError
 
 
 def _bind_address(text: str) -> str:
@@ -101,7 +100,27 @@ def _run_part(args: argparse.Namespace) -> None:
     handlers[args.command](args)
 
 
+SERVER_MODULES = ("temporalio", "fastapi", "uvicorn", "jsonschema", "rich", "sse_starlette", "matplotlib")
+
+
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except ModuleNotFoundError as error:
+        if error.name and error.name.split(".")[0] in SERVER_MODULES:
+            # The light install (the client and the adapters) has no server parts.
+            print(
+                f"settled: this command needs {error.name}, which the light install leaves out: "
+                "pip install 'settled[server]' (or 'settled[tools]' for the drill, soak and bench)",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+        raise
+
+
+def _main(argv: list[str] | None = None) -> None:
+    from settled.kinds import KindsFileError
+
     args = parser().parse_args(argv)
     try:
         if args.command in ("dev", "server", "worker", "api", "sandbox"):
