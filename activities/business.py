@@ -111,11 +111,13 @@ class BusinessActivities:
         assert spec is not None, "lookup scheduled for a kind without one"
         try:
             response = await self._send(call, spec)
+            outcome = classify_lookup(
+                response.status_code, _json(response), call.kind.reference_field, spec.authoritative
+            )
         except httpx.TransportError as error:
-            return classify_lookup_transport(_describe(error))
-        return classify_lookup(
-            response.status_code, _json(response), call.kind.reference_field, spec.authoritative
-        )
+            outcome = classify_lookup_transport(_describe(error))
+        _count("settled_reconciliation_lookups", "lookups sent to business systems", call, outcome.result)
+        return outcome
 
     @activity.defn(name=COMPENSATE)
     async def compensate(self, call: BusinessCall) -> CompensationOutcome:

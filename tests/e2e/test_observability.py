@@ -5,11 +5,17 @@ import json
 import httpx
 
 from settled.stack import Stack
-from tests.helpers import BOOKING, create, wait_for
+from tests.helpers import BOOKING, Sandbox, create, new_id, wait_for, wait_state
 
 
-def test_api_and_worker_metrics_expose_the_named_series(api: httpx.Client, stack: Stack) -> None:
+def test_api_and_worker_metrics_expose_the_named_series(
+    api: httpx.Client, stack: Stack, sandbox: Sandbox
+) -> None:
     op = create(api, "room_booking", BOOKING, authorized=True, wait=10).json()["operation_id"]
+    lost = new_id()
+    sandbox.fault("bookings", "create", "drop_after_apply", lost)
+    create(api, "room_booking", BOOKING, operation_id=lost, authorized=True)
+    wait_state(api, lost, "confirmed")  # by a lookup
     api.get(f"/v1/actions/{op}")
     text = api.get("/metrics").text
     assert 'settled_api_requests_total{method="GET",route="/v1/actions/{operation_id}",status="200"}' in text
@@ -20,12 +26,14 @@ def test_api_and_worker_metrics_expose_the_named_series(api: httpx.Client, stack
         wanted = (
             "settled_action_transitions_total",
             "settled_dispatches_total",
-            "temporal_workflow_completed",
+            "settled_reconciliation_lookups_total",
         )
-        return body if all(name in body for name in wanted[:2]) else None
+        return body if all(name in body for name in wanted) else None
 
     body = wait_for(worker_series, what="the worker's settled series")
     assert 'state="confirmed"' in body and "temporal_" in body
+    lookups = [line for line in body.splitlines() if line.startswith("settled_reconciliation_lookups_total{")]
+    assert any('kind="room_booking"' in line and 'result="applied"' in line for line in lookups), lookups
 
 
 def test_logs_are_json_lines_with_operation_ids_and_no_params(api: httpx.Client, stack: Stack) -> None:
