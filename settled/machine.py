@@ -352,6 +352,9 @@ class ActionRecord(BaseModel):
                 elif self.cancel_requested:
                     self._move(State.CANCELLED, now, "cancelled; nothing had reached the service")
                 else:
+                    # No request of this action has reached the service: it is not dispatched yet
+                    # (an amend is still safe while it waits to retry the connection).
+                    self.dispatched = self.attempts > 0
                     self.next_dispatch_at = now + delay
                     self.resend_allowed = True
                     self._retry_ended(

@@ -408,3 +408,12 @@ def test_a_horizon_longer_than_the_lookups_last_is_refused() -> None:
     assert spec is not None
     with pytest.raises(ValueError, match="commit_horizon_s must be shorter than give_up_after_s"):
         type(spec).model_validate({**spec.model_dump(), "commit_horizon_s": 100, "give_up_after_s": 50})
+
+
+def test_a_connection_never_made_leaves_it_undispatched_and_amendable() -> None:
+    action = record("refund", authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(NOT_SENT, at(1))
+    status = action.status()
+    assert (status.state, status.dispatched, status.attempts) == (State.REQUESTED, False, 0)
+    action.check_amend({"order_id": "o", "amount": 2, "currency": "EUR"}, at(1))  # not refused
