@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from settled.urls import http_url_problem
+
 _TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ADDRESS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:(\d{1,5})$")
 # Temporal namespace names: letters, digits, `.`, `_`, `-` (no spaces or control characters).
@@ -43,22 +45,6 @@ class RateLimit:
 
     per_s: float
     burst: int
-
-
-def http_url_problem(url: str) -> str | None:
-    """Why `url` is not a usable http(s) URL, or None. URL templates' `{placeholders}` are fine."""
-    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
-        return "contains whitespace or control characters"
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return "must be an http:// or https:// URL"
-    if not parts.hostname:
-        return "has no host"
-    try:
-        parts.port  # noqa: B018 -- urlsplit checks the port only when asked
-    except ValueError:
-        return "has an invalid port"
-    return None
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from settled.config import http_url_problem
 from settled.states import State
 from settled.templates import placeholders
+from settled.urls import http_url_problem
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 _SAY_FIELDS = {"business_ref", "reason", "description", "operation_id"}

@@ -6,20 +6,36 @@ override the plain sentence of a state (`[kinds.NAME.say]`); the sentences for a
 that met an applied write are always the built-in ones, so an override cannot hide it.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from settled.kinds import KindSpec
 from settled.states import State
 from settled.templates import placeholders, render
 
-if TYPE_CHECKING:
-    from settled.machine import ActionRecord
+
+class Sayable(Protocol):
+    """What a sentence is made from: the facts of an action's record (the state machine's
+    `ActionRecord` has them; this module needs nothing else of it)."""
+
+    kind: KindSpec
+    state: State
+    operation_id: str
+    params: dict[str, Any]
+    params_redacted: bool
+    authorized: bool
+    reauthorization_needed: bool
+    business_ref: str | None
+    reason: str | None
+    cancel_requested: bool
+    compensated: bool
+    compensation_pending: bool
 
 
 def _capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def default_sentence(record: "ActionRecord") -> str:
+def default_sentence(record: Sayable) -> str:
     what = record.kind.description
     ref = f" Your reference is {record.business_ref}." if record.business_ref else ""
     match record.state:
@@ -69,14 +85,14 @@ def default_sentence(record: "ActionRecord") -> str:
     raise AssertionError(f"no sentence for {record.state}")
 
 
-def _special(record: "ActionRecord") -> bool:
+def _special(record: Sayable) -> bool:
     """Situations whose truth an override written for the plain case could misstate."""
     if record.cancel_requested and record.state in (State.RUNNING, State.UNKNOWN, State.CONFIRMED):
         return True
     return record.state is State.CANCELLED and record.compensated
 
 
-def say_for(record: "ActionRecord") -> str:
+def say_for(record: Sayable) -> str:
     template = record.kind.say.get(record.state)
     if template is None or _special(record):
         return default_sentence(record)
