@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
@@ -105,10 +106,6 @@ def _unavailable(error: RPCError) -> bool:
     return error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
 
-def _is_closed(error: RPCError) -> bool:
-    return error.status is RPCStatusCode.NOT_FOUND and "completed" in error.message.lower()
-
-
 class Gateway:
     def __init__(self, client: Client, kinds: Kinds, settings: Settings) -> None:
         self.client = client
@@ -184,9 +181,14 @@ class Gateway:
                 ),
                 wait_s,
             )
-        except WorkflowAlreadyStartedError:
+        except (WorkflowAlreadyStartedError, RPCError) as error:
+            # The action ran to its end long ago; its record still answers queries. (A server may
+            # say so without the details the SDK turns into WorkflowAlreadyStartedError.)
+            if isinstance(error, RPCError) and error.status is not RPCStatusCode.ALREADY_EXISTS:
+                await asyncio.gather(tracking, return_exceptions=True)
+                raise
             await tracking
-            # The action ran to its end long ago; its record still answers queries.
+            await asyncio.gather(start.workflow_handle(), return_exceptions=True)  # the same failure
             return False, await self._closed_repeat(tenant, operation_id, register)
         except BaseException:
             await asyncio.gather(tracking, return_exceptions=True)
@@ -236,12 +238,23 @@ class Gateway:
             if error.code == "noop":
                 # Nothing to change, but a caller who asked to wait still gets the verified outcome.
                 return await self._await_verified(tenant, operation_id, getattr(arg, "wait_s", 0.0))
-            if error.code == "closed":
+            if error.code == "not_found" and await self._has_closed(handle):
                 if name in _CLOSED_ANSWER:
                     message = "the action is settled and its record is closed"
                     raise SettledError(_CLOSED_ANSWER[name], message) from None
                 return await self.get(tenant, operation_id)
             raise
+
+    async def _has_closed(self, handle: WorkflowHandle[Any, Any]) -> bool:
+        """Whether the workflow exists and has closed: an update to a closed workflow is answered
+        NOT_FOUND, like one to a workflow that never existed; its description tells them apart."""
+        try:
+            description = await self._guard(handle.describe)
+        except SettledError as error:
+            if error.code == "not_found":
+                return False
+            raise
+        return description.status is not WorkflowExecutionStatus.RUNNING
 
     async def _await_verified(self, tenant: str | None, operation_id: str, wait_s: float) -> ActionStatus:
         """The status once it is out of requested/running, or at the end of the wait (polled reads:
@@ -323,7 +336,7 @@ class Gateway:
                 )
             )
         except SettledError as error:
-            if error.code not in ("noop", "closed", "not_found"):
+            if error.code not in ("noop", "not_found"):
                 raise
 
     async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
@@ -406,8 +419,6 @@ class Gateway:
                 raise SettledError(
                     "temporal_unavailable", f"Temporal is unavailable: {error.message}"
                 ) from None
-            if _is_closed(error):
-                raise SettledError("closed", "the workflow has completed") from None
             if error.status is RPCStatusCode.NOT_FOUND:
                 raise SettledError("not_found", "no such operation or conversation") from None
             raise
