@@ -52,6 +52,9 @@ SEND_ONCE = RetryPolicy(maximum_attempts=1)
 LOOKUP_RETRIES = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 IN_TASK_CALLS = "in-task-business-calls"
+# Runs started since this patch mirror needs_attention to the search attributes when it is set, not
+# only at the next change of state (it is set while the state stays `unknown`).
+ATTENTION_MIRRORED = "attention-mirrored"
 
 
 def _refuse(error: ControlRefused) -> ApplicationError:
@@ -69,6 +72,7 @@ class ActionWorkflow:
         self._noted_version = self._record.version
         self._published_state: State | None = State.REQUESTED if not start.carried else self._record.state
         self._counted_state = self._published_state
+        self._published_attention = self._record.needs_attention if start.carried else False
         self._mirrored_version = -1
         self._mirror: asyncio.Task[None] | None = None
         self._closing = False
@@ -219,9 +223,13 @@ class ActionWorkflow:
     def _mirror_state(self) -> None:
         """The state in the search attributes, for operators' queries (once per change of state)."""
         record = self._record
-        if record.state == self._published_state:
+        attention_changed = record.needs_attention != self._published_attention
+        if record.state == self._published_state and not (
+            attention_changed and workflow.patched(ATTENTION_MIRRORED)
+        ):
             return
         self._published_state = record.state
+        self._published_attention = record.needs_attention
         workflow.upsert_search_attributes(
             [
                 visibility.STATE.value_set(record.state.value),
