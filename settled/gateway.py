@@ -111,6 +111,9 @@ class Gateway:
         self.client = client
         self.kinds = kinds
         self.settings = settings
+        # History events after which the workflows this gateway starts continue as new; None: their
+        # own limit. Tests lower it to see continue-as-new without thousands of events.
+        self.continue_as_new_after: int | None = None
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -152,7 +155,7 @@ class Gateway:
         )
         start = WithStartWorkflowOperation(
             ActionWorkflow.run,
-            ActionStart(new=new),
+            ActionStart(new=new, continue_as_new_after=self.continue_as_new_after),
             id=action_workflow_id(tenant, operation_id),
             task_queue=TASK_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -208,7 +211,11 @@ class Gateway:
         await self._guard(
             lambda: self.client.start_workflow(
                 ConversationWorkflow.run,
-                ConversationStart(tenant=tenant, conversation_id=conversation_id),
+                ConversationStart(
+                    tenant=tenant,
+                    conversation_id=conversation_id,
+                    continue_as_new_after=self.continue_as_new_after,
+                ),
                 id=conversation_workflow_id(tenant, conversation_id),
                 task_queue=TASK_QUEUE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -309,7 +316,11 @@ class Gateway:
         """Record a channel event; for interruptions and openings, reconcile what may be in flight."""
         start = WithStartWorkflowOperation(
             ConversationWorkflow.run,
-            ConversationStart(tenant=tenant, conversation_id=conversation_id),
+            ConversationStart(
+                tenant=tenant,
+                conversation_id=conversation_id,
+                continue_as_new_after=self.continue_as_new_after,
+            ),
             id=conversation_workflow_id(tenant, conversation_id),
             task_queue=TASK_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -76,6 +76,7 @@ class ActionWorkflow:
         self._mirrored_version = -1
         self._mirror: asyncio.Task[None] | None = None
         self._closing = False
+        self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
 
     # -- the driver ----------------------------------------------------------------------------
 
@@ -102,7 +103,7 @@ class ActionWorkflow:
             self._changed()
             if self._history_is_long():
                 await self._drain(publisher)
-                workflow.continue_as_new(ActionStart(new=start.new, carried=record))
+                workflow.continue_as_new(start.model_copy(update={"carried": record}))
         await self._drain(publisher)
         return record.status()
 
@@ -110,7 +111,7 @@ class ActionWorkflow:
         info = workflow.info()
         return (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
+            or info.get_current_history_length() > self._continue_as_new_after_events
         )
 
     async def _drain(self, publisher: asyncio.Task[None]) -> None:

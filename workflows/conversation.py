@@ -41,6 +41,7 @@ class ConversationWorkflow:
         self._conversation_id = start.conversation_id
         self._activity = 0  # bumped by every signal and update, to restart the idle clock
         self._last_activity_at = workflow.now()
+        self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
 
     def _touch(self) -> None:
         self._activity += 1
@@ -91,12 +92,11 @@ class ConversationWorkflow:
                 else:
                     wake_at = workflow.now() + IDLE_CLOSE_AFTER  # an action still open keeps it
 
-    @staticmethod
-    def _history_is_long() -> bool:
+    def _history_is_long(self) -> bool:
         info = workflow.info()
         return (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
+            or info.get_current_history_length() > self._continue_as_new_after_events
         )
 
     @workflow.signal

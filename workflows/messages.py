@@ -18,6 +18,8 @@ class ActionStart(BaseModel):
     new: NewAction
     # Set when the workflow continues as new: the record so far.
     carried: ActionRecord | None = None
+    # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
+    continue_as_new_after: int | None = Field(default=None, ge=1)
 
 
 class Register(BaseModel):
@@ -68,6 +70,8 @@ class ConversationStart(BaseModel):
     tenant: str | None
     conversation_id: str
     carried: "ConversationState | None" = None
+    # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
+    continue_as_new_after: int | None = Field(default=None, ge=1)
 
 
 class StreamEvent(BaseModel):
