@@ -103,7 +103,10 @@ class ActionWorkflow:
             self._changed()
             if self._history_is_long():
                 await self._drain(publisher)
-                workflow.continue_as_new(start.model_copy(update={"carried": record}))
+                # The next run starts from the record; its input holds no params the record no
+                # longer has (redacted by retention, or amended).
+                new = start.new.model_copy(update={"params": record.params})
+                workflow.continue_as_new(start.model_copy(update={"new": new, "carried": record}))
         await self._drain(publisher)
         return record.status()
 
