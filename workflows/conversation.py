@@ -10,7 +10,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from settled.models import REDACTED_MARK
+    from settled.models import REDACTED_MARK, ActionStatus
     from settled.states import MAY_BE_IN_FLIGHT, SETTLED
     from workflows.messages import (
         ActionChanged,
@@ -117,13 +117,20 @@ class ConversationWorkflow:
             state.seq += 1
             state.events.append(StreamEvent(seq=state.seq, status=status))
             if REDACTED_MARK in status.params.values():
-                self._redact_log(status.operation_id, status.params)
+                self._redact_log(status)
         del state.events[:-EVENT_LOG_LIMIT]
 
-    def _redact_log(self, operation_id: str, params: dict[str, object]) -> None:
+    def _redact_log(self, redacted: ActionStatus) -> None:
+        """Earlier snapshots of an action whose params were redacted lose them too, with the sentences
+        that may quote them: what was said, and what a channel presented."""
         for event in self._state.events:
-            if event.status.operation_id == operation_id:
-                event.status.params = dict(params)
+            status = event.status
+            if status.operation_id != redacted.operation_id or status is redacted:
+                continue
+            status.params = dict(redacted.params)
+            status.say = redacted.say if status.state is redacted.state else REDACTED_MARK
+            if status.presented is not None:
+                status.presented = status.presented.model_copy(update={"text": REDACTED_MARK})
 
     @workflow.update
     def channel_event(self, event: ChannelEvent) -> ChannelEventResult:
