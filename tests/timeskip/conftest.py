@@ -131,7 +131,7 @@ def _collect_payloads(message: Message, into: list[Payload]) -> None:
             for entry in value.values():
                 if isinstance(entry, Message):
                     _collect_payloads(entry, into)
-        elif field.label == field.LABEL_REPEATED:
+        elif field.is_repeated:
             for item in value:
                 _collect_payloads(item, into)
         else:
