@@ -27,10 +27,27 @@ with workflow.unsafe.imports_passed_through():
 # Runs started since this patch keep one idle timer, moved only when it fires, instead of cancelling
 # and restarting it on every signal (two history events and a timer write per signal saved).
 ONE_IDLE_TIMER = "one-idle-timer"
+# The stream's log keeps the newest snapshots: at most EVENT_LOG_LIMIT of them and EVENT_LOG_MAX_BYTES
+# of JSON (always the newest one). Everything a conversation keeps is carried into its next run as one
+# payload, and Temporal refuses payloads over 2 MiB: the log's bytes are bounded, not only its count,
+# and the latest state of each action is kept as a summary without params or sentences. A stream
+# reader that falls further behind than the log reaches is told so (`truncated`) and reads the
+# handoff for the current state.
 EVENT_LOG_LIMIT = 1000
+EVENT_LOG_MAX_BYTES = 1024 * 1024
 CONTINUE_AS_NEW_AFTER_EVENTS = 4000
 # A conversation with every action settled and nothing new for this long closes.
 IDLE_CLOSE_AFTER = timedelta(days=30)
+
+
+def _size(event: StreamEvent) -> int:
+    return len(event.model_dump_json())
+
+
+def _summary(status: ActionStatus) -> ActionStatus:
+    """What the conversation needs of an action's latest state (its state, for closing and for the
+    reconciliation on events): the handoff reads each action's own record."""
+    return status.model_copy(update={"params": {}, "say": "", "presented": None, "history": [], "log": []})
 
 
 @workflow.defn(name="Conversation")
@@ -42,6 +59,7 @@ class ConversationWorkflow:
         self._activity = 0  # bumped by every signal and update, to restart the idle clock
         self._last_activity_at = workflow.now()
         self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
+        self._event_bytes = [_size(event) for event in self._state.events]  # the log's sizes, in order
 
     def _touch(self) -> None:
         self._activity += 1
@@ -113,17 +131,30 @@ class ConversationWorkflow:
         for status in change.statuses:
             if status.operation_id not in state.operation_ids:
                 state.operation_ids.append(status.operation_id)
-            state.latest[status.operation_id] = status
+            state.latest[status.operation_id] = _summary(status)
             state.seq += 1
-            state.events.append(StreamEvent(seq=state.seq, status=status))
+            event = StreamEvent(seq=state.seq, status=status)
+            state.events.append(event)
+            self._event_bytes.append(_size(event))
             if REDACTED_MARK in status.params.values():
                 self._redact_log(status)
-        del state.events[:-EVENT_LOG_LIMIT]
+        self._trim_log()
+
+    def _trim_log(self) -> None:
+        """Drop the oldest snapshots beyond the log's count and byte bounds; the newest always stays."""
+        events, sizes = self._state.events, self._event_bytes
+        drop = max(0, len(events) - EVENT_LOG_LIMIT)
+        total = sum(sizes[drop:])
+        while total > EVENT_LOG_MAX_BYTES and drop < len(events) - 1:
+            total -= sizes[drop]
+            drop += 1
+        del events[:drop]
+        del sizes[:drop]
 
     def _redact_log(self, redacted: ActionStatus) -> None:
         """Earlier snapshots of an action whose params were redacted lose them too, with the sentences
         that may quote them: what was said, and what a channel presented."""
-        for event in self._state.events:
+        for index, event in enumerate(self._state.events):
             status = event.status
             if status.operation_id != redacted.operation_id or status is redacted:
                 continue
@@ -131,6 +162,7 @@ class ConversationWorkflow:
             status.say = redacted.say if status.state is redacted.state else REDACTED_MARK
             if status.presented is not None:
                 status.presented = status.presented.model_copy(update={"text": REDACTED_MARK})
+            self._event_bytes[index] = _size(event)
 
     @workflow.update
     def channel_event(self, event: ChannelEvent) -> ChannelEventResult:
