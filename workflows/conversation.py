@@ -27,6 +27,9 @@ with workflow.unsafe.imports_passed_through():
 # Runs started since this patch keep one idle timer, moved only when it fires, instead of cancelling
 # and restarting it on every signal (two history events and a timer write per signal saved).
 ONE_IDLE_TIMER = "one-idle-timer"
+# Runs started since this patch close when they are due to close, even if their history is also long
+# enough to continue as new (they continued as new, and the next run waited 30 more idle days).
+IDLE_CLOSE_FIRST = "idle-close-first"
 # The stream's log keeps the newest snapshots: at most EVENT_LOG_LIMIT of them and EVENT_LOG_MAX_BYTES
 # of JSON (always the newest one). Everything a conversation keeps is carried into its next run as one
 # payload, and Temporal refuses payloads over 2 MiB: the log's bytes are bounded, not only its count,
@@ -71,8 +74,8 @@ class ConversationWorkflow:
     @workflow.run
     async def run(self, start: ConversationStart) -> None:
         if workflow.patched(ONE_IDLE_TIMER):
-            await self._until_idle_or_long()
-            if not self._history_is_long():
+            idle = await self._until_idle_or_long()
+            if not self._history_is_long() or (idle and workflow.patched(IDLE_CLOSE_FIRST)):
                 return
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
@@ -91,22 +94,26 @@ class ConversationWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
 
-    async def _until_idle_or_long(self) -> None:
-        """Return when the history should continue as new, or when the conversation may close: idle
-        for IDLE_CLOSE_AFTER with every action settled. The timer is set for the earliest moment that
-        can be true, and moved only when it fires early, never on a signal."""
+    async def _until_idle_or_long(self) -> bool:
+        """Return when the history should continue as new (False), or when the conversation may close
+        (True): idle for IDLE_CLOSE_AFTER with every action settled. The timer is set for the earliest
+        moment that can be true, and moved only when it fires early, never on a signal."""
         wake_at = self._last_activity_at + IDLE_CLOSE_AFTER
         while True:
             try:
                 await workflow.wait_condition(self._history_is_long, timeout=wake_at - workflow.now())
-                return
+                if workflow.now() < self._last_activity_at + IDLE_CLOSE_AFTER or not self._may_close():
+                    return False
+                # Long, and due to close as well (the timer fired in the same task).
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return True
             except TimeoutError:
                 idle_at = self._last_activity_at + IDLE_CLOSE_AFTER
                 if workflow.now() < idle_at:
                     wake_at = idle_at  # something happened meanwhile: idle from then on
                 elif self._may_close():
                     await workflow.wait_condition(workflow.all_handlers_finished)
-                    return
+                    return True
                 else:
                     wake_at = workflow.now() + IDLE_CLOSE_AFTER  # an action still open keeps it
 
