@@ -60,13 +60,13 @@ class ConversationWorkflow:
         self._state = start.carried or ConversationState()
         self._conversation_id = start.conversation_id
         self._activity = 0  # bumped by every signal and update, to restart the idle clock
-        self._last_activity_at = workflow.now()
+        self._last_activity_at = self._state.last_activity_at or workflow.now()
         self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
         self._event_bytes = [_size(event) for event in self._state.events]  # the log's sizes, in order
 
     def _touch(self) -> None:
         self._activity += 1
-        self._last_activity_at = workflow.now()
+        self._last_activity_at = self._state.last_activity_at = workflow.now()
 
     def _may_close(self) -> bool:
         return all(status.state in SETTLED for status in self._state.latest.values())
@@ -98,7 +98,8 @@ class ConversationWorkflow:
         """Return when the history should continue as new (False), or when the conversation may close
         (True): idle for IDLE_CLOSE_AFTER with every action settled. The timer is set for the earliest
         moment that can be true, and moved only when it fires early, never on a signal."""
-        wake_at = self._last_activity_at + IDLE_CLOSE_AFTER
+        # A run continued from one idle for long already waits at least a moment, never a negative time.
+        wake_at = max(self._last_activity_at + IDLE_CLOSE_AFTER, workflow.now() + timedelta(seconds=1))
         while True:
             try:
                 await workflow.wait_condition(self._history_is_long, timeout=wake_at - workflow.now())

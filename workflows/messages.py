@@ -1,5 +1,6 @@
 """Inputs and results of the workflows' updates, signals and queries. Pure pydantic models."""
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -94,6 +95,8 @@ class ConversationState(BaseModel):
     channels: dict[str, ChannelRecord] = Field(
         default_factory=lambda: {"voice": ChannelRecord(), "text": ChannelRecord()}
     )
+    # The last signal or update: the idle clock, which continuing as new does not restart.
+    last_activity_at: datetime | None = None
 
 
 class ChannelEvent(BaseModel):
