@@ -13,7 +13,7 @@ Runs recorded before the patch replay the old command sequence unchanged.
 """
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -23,7 +23,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.inputs import COMPENSATE, DISPATCH, LOOKUP, BusinessCall
+    from activities.business import BusinessActivities
+    from activities.inputs import BusinessCall
     from settled import visibility
     from settled.identity import conversation_workflow_id
     from settled.machine import ActionRecord, ControlRefused
@@ -144,25 +145,35 @@ class ActionWorkflow:
         )
 
     async def _business(
-        self, name: str, result_type: type[T], retry: RetryPolicy, summary: str, lost: Callable[[str], T]
+        self,
+        activity: Callable[[BusinessActivities, BusinessCall], Awaitable[T]],
+        retry: RetryPolicy,
+        summary: str,
+        lost: Callable[[str], T],
     ) -> T:
         """Run a business activity; `lost` says what it means if it never finished (worker died, timeout)."""
-        options = {
-            "result_type": result_type,
-            "start_to_close_timeout": timedelta(seconds=self._record.kind.timeout_s + 5),
-            "retry_policy": retry,
-            "summary": summary,
-        }
+        timeout = timedelta(seconds=self._record.kind.timeout_s + 5)
         try:
-            if self._record.in_task(name, workflow.now()):
+            if self._record.in_task(activity.__name__, workflow.now()):
                 self._calling_in_task = True
                 try:
-                    return await workflow.execute_local_activity(name, self._call(), **options)
+                    return await workflow.execute_local_activity_method(
+                        activity,
+                        self._call(),
+                        start_to_close_timeout=timeout,
+                        retry_policy=retry,
+                        summary=summary,
+                    )
                 finally:
                     self._calling_in_task = False
             # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
-            return await workflow.execute_activity(
-                name, self._call(), heartbeat_timeout=HEARTBEAT_TIMEOUT, **options
+            return await workflow.execute_activity_method(
+                activity,
+                self._call(),
+                start_to_close_timeout=timeout,
+                retry_policy=retry,
+                summary=summary,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
             )
         except ActivityError as error:
             return lost(str(error.cause))
@@ -172,8 +183,7 @@ class ActionWorkflow:
         record.begin_dispatch(workflow.now())
         self._changed()
         outcome = await self._business(
-            DISPATCH,
-            DispatchOutcome,
+            BusinessActivities.dispatch,
             SEND_ONCE,
             f"send {record.kind.name} (attempt {record.attempts + 1})",
             # It may have been sent: verify, never re-send blindly.
@@ -183,8 +193,7 @@ class ActionWorkflow:
 
     async def _lookup(self) -> None:
         outcome = await self._business(
-            LOOKUP,
-            LookupOutcome,
+            BusinessActivities.lookup,
             LOOKUP_RETRIES,
             f"look up {self._record.kind.name}",
             lambda why: LookupOutcome(result="inconclusive", detail=f"the lookup did not finish ({why})"),
@@ -193,8 +202,7 @@ class ActionWorkflow:
 
     async def _compensate(self) -> None:
         outcome = await self._business(
-            COMPENSATE,
-            CompensationOutcome,
+            BusinessActivities.compensate,
             SEND_ONCE,
             f"reverse {self._record.kind.name} {self._record.business_ref}",
             lambda why: CompensationOutcome(result="unknown", detail=f"the reversal did not finish ({why})"),
