@@ -38,6 +38,14 @@ async def test_a_settled_action_stays_open_for_its_keep_open_period_then_closes(
     booked = await _book(harness, conversation_id, op)
     assert booked["state"] == "confirmed" and booked["business_ref"]
     workflow_id = action_workflow_id(None, op)
+    # The caller waited: the send ran inside the workflow task (a local activity).
+    (run,) = await harness.action_runs(op)
+    markers = [
+        e.marker_recorded_event_attributes.marker_name
+        for e in run.events
+        if e.HasField("marker_recorded_event_attributes")
+    ]
+    assert "core_local_activity" in markers
 
     await harness.skip(7 * DAY - timedelta(hours=1))
     # Still open: a presentation is recorded on the action itself.
