@@ -50,7 +50,9 @@ from workflows.messages import (
     Authorize,
     Cancel,
     ChannelEvent,
+    ChannelEventResult,
     ConversationStart,
+    ConversationState,
     EventsSince,
     Present,
     Reconcile,
@@ -208,22 +210,59 @@ class Gateway:
         return await self.get(tenant, operation_id)
 
     async def _track(self, tenant: str | None, conversation_id: str, operation_id: str) -> None:
-        await self._guard(
+        await self._in_conversation(
+            tenant,
+            conversation_id,
             lambda: self.client.start_workflow(
                 ConversationWorkflow.run,
-                ConversationStart(
-                    tenant=tenant,
-                    conversation_id=conversation_id,
-                    continue_as_new_after=self.continue_as_new_after,
-                ),
+                self._conversation_start(tenant, conversation_id),
                 id=conversation_workflow_id(tenant, conversation_id),
                 task_queue=TASK_QUEUE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 start_signal="track_action",
                 start_signal_args=[operation_id],
                 static_summary=f"conversation {conversation_id}",
+            ),
+        )
+
+    def _conversation_start(
+        self, tenant: str | None, conversation_id: str, carried: ConversationState | None = None
+    ) -> ConversationStart:
+        return ConversationStart(
+            tenant=tenant,
+            conversation_id=conversation_id,
+            carried=carried,
+            continue_as_new_after=self.continue_as_new_after,
+        )
+
+    async def _in_conversation(
+        self, tenant: str | None, conversation_id: str, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run a call that starts the conversation unless it runs. A conversation closes after 30 idle
+        days; the call is then refused (its start rejects a duplicate id), and the conversation is
+        reopened with everything it kept (actions, channels, stream log) before the call is repeated,
+        so a channel coming back later gets the same handoff, not an empty one."""
+        try:
+            return await self._guard(call)
+        except (WorkflowAlreadyStartedError, RPCError) as error:
+            if isinstance(error, RPCError) and error.status is not RPCStatusCode.ALREADY_EXISTS:
+                raise
+        closed = self._conversation(tenant, conversation_id)
+        kept = await self._guard(lambda: closed.query(ConversationWorkflow.state))
+        kept.last_activity_at = None  # idle from the reopening on
+        await self._guard(
+            lambda: self.client.start_workflow(
+                ConversationWorkflow.run,
+                self._conversation_start(tenant, conversation_id, kept),
+                id=conversation_workflow_id(tenant, conversation_id),
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                static_summary=f"conversation {conversation_id}",
             )
         )
+        return await self._guard(call)
 
     async def get(self, tenant: str | None, operation_id: str) -> ActionStatus:
         """The durable status: from the workflow's memo, which the server answers alone; from a query
@@ -314,23 +353,26 @@ class Gateway:
         self, tenant: str | None, conversation_id: str, event: ChannelEvent
     ) -> list[str]:
         """Record a channel event; for interruptions and openings, reconcile what may be in flight."""
-        start = WithStartWorkflowOperation(
-            ConversationWorkflow.run,
-            ConversationStart(
-                tenant=tenant,
-                conversation_id=conversation_id,
-                continue_as_new_after=self.continue_as_new_after,
-            ),
-            id=conversation_workflow_id(tenant, conversation_id),
-            task_queue=TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"conversation {conversation_id}",
-        )
-        result = await self._guard(
-            lambda: self.client.execute_update_with_start_workflow(
-                ConversationWorkflow.channel_event, event, start_workflow_operation=start
+
+        async def record() -> ChannelEventResult:
+            start = WithStartWorkflowOperation(
+                ConversationWorkflow.run,
+                self._conversation_start(tenant, conversation_id),
+                id=conversation_workflow_id(tenant, conversation_id),
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                static_summary=f"conversation {conversation_id}",
             )
-        )
+            try:
+                return await self.client.execute_update_with_start_workflow(
+                    ConversationWorkflow.channel_event, event, start_workflow_operation=start
+                )
+            except BaseException:
+                await asyncio.gather(start.workflow_handle(), return_exceptions=True)  # the same failure
+                raise
+
+        result = await self._in_conversation(tenant, conversation_id, record)
         why = f"{event.type} on {event.channel}"
         await asyncio.gather(*(self._look_up_soon(tenant, op, why) for op in result.reconcile))
         return result.reconcile

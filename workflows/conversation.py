@@ -188,6 +188,11 @@ class ConversationWorkflow:
         return ChannelEventResult(reconcile=in_flight)
 
     @workflow.query
+    def state(self) -> ConversationState:
+        """Everything it keeps: what the conversation is reopened with after it closed."""
+        return self._state
+
+    @workflow.query
     def view(self) -> ConversationView:
         return ConversationView(
             conversation_id=self._conversation_id,
