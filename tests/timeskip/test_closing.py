@@ -1,10 +1,12 @@
 """A settled action stays open for its keep-open period (7 days), then closes; a conversation closes
 after 30 idle days. What every route answers afterwards."""
 
+import json
 from datetime import timedelta
 
 from temporalio.client import WorkflowExecutionStatus
 
+from api.routes.conversations import _events
 from settled.identity import action_workflow_id, conversation_workflow_id
 from tests.client.support import eventually, new_id
 from tests.timeskip.conftest import DAY, Harness
@@ -130,3 +132,43 @@ async def test_an_idle_conversation_closes_after_30_days_and_its_handoff_still_a
     assert body["actions"][0]["business_ref"] == booked["business_ref"]
     page = await harness.gateway.events_since(None, conversation_id, 0)
     assert page is not None and page.events[-1].status.operation_id == op
+    # The stream (the route's own generator) starts from the closed conversation's state.
+    items = [item async for item in _events(harness.gateway, None, conversation_id, _Disconnects())]
+    assert items[0]["event"] == "action" and items[0]["id"] == str(page.seq)
+    assert json.loads(items[0]["data"])["operation_id"] == op
+
+    # A channel comes back: the conversation reopens with what it kept, and goes on from there.
+    reopened = await harness.api.post(
+        f"/v1/conversations/{conversation_id}/events", json={"type": "channel_opened", "channel": "text"}
+    )
+    assert reopened.status_code == 202 and reopened.json()["reconciling"] == [], reopened.text
+    again = await harness.api.get(f"/v1/conversations/{conversation_id}/handoff")
+    assert again.json()["channels"] == {"voice": "closed", "text": "open"}
+    assert [action["operation_id"] for action in again.json()["actions"]] == [op]
+    later = new_id()
+    await _book(harness, conversation_id, later)
+    handoff = (await harness.api.get(f"/v1/conversations/{conversation_id}/handoff")).json()
+    assert [action["operation_id"] for action in handoff["actions"]] == [op, later]
+    after = await harness.gateway.events_since(None, conversation_id, page.seq)
+    assert after is not None and after.events and after.events[0].seq == page.seq + 1
+    assert {event.status.operation_id for event in after.events} == {later}
+
+
+class _Disconnects:
+    """A stream client that hangs up once the stream has sent its first page."""
+
+    async def is_disconnected(self) -> bool:
+        return True
+
+
+async def test_a_new_action_in_a_closed_conversation_reopens_it_with_what_it_kept(harness: Harness) -> None:
+    conversation_id, op = new_id("conv"), new_id()
+    await _book(harness, conversation_id, op)
+    await harness.skip(32 * DAY)
+    workflow_id = conversation_workflow_id(None, conversation_id)
+    await eventually(lambda: _closed(harness, workflow_id), what="the conversation to close")
+    later = new_id()
+    await _book(harness, conversation_id, later)
+    handoff = (await harness.api.get(f"/v1/conversations/{conversation_id}/handoff")).json()
+    assert [action["operation_id"] for action in handoff["actions"]] == [op, later]
+    assert handoff["work"] == "stopped"
