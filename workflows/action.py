@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -56,6 +56,10 @@ IN_TASK_CALLS = "in-task-business-calls"
 # Runs started since this patch mirror needs_attention to the search attributes when it is set, not
 # only at the next change of state (it is set while the state stays `unknown`).
 ATTENTION_MIRRORED = "attention-mirrored"
+# Runs started since this patch continue as new when retention redacts the params: the history so far
+# holds them (the request, the calls), the next run's does not, and the closed run is deleted with the
+# namespace's retention instead of staying open until the action closes.
+CONTINUE_AFTER_REDACTION = "continue-after-redaction"
 
 
 def _refuse(error: ControlRefused) -> ApplicationError:
@@ -87,12 +91,15 @@ class ActionWorkflow:
         publisher = asyncio.create_task(self._publish_changes())
         if record.calls_in_task:
             self._mirror = asyncio.create_task(self._mirror_changes())
+        leave_when_redacted = not record.params_redacted and workflow.patched(CONTINUE_AFTER_REDACTION)
         while True:
             record.tick(workflow.now())
             self._changed()
             step = record.next_step(workflow.now())
             if step.action == "close":
                 break
+            if leave_when_redacted and record.params_redacted:
+                await self._continue_as_new(start, publisher)
             if step.action == "dispatch":
                 await self._dispatch()
             elif step.action == "lookup":
@@ -103,13 +110,16 @@ class ActionWorkflow:
                 await self._wait(step.until)
             self._changed()
             if self._history_is_long():
-                await self._drain(publisher)
-                # The next run starts from the record; its input holds no params the record no
-                # longer has (redacted by retention, or amended).
-                new = start.new.model_copy(update={"params": record.params})
-                workflow.continue_as_new(start.model_copy(update={"new": new, "carried": record}))
+                await self._continue_as_new(start, publisher)
         await self._drain(publisher)
         return record.status()
+
+    async def _continue_as_new(self, start: ActionStart, publisher: asyncio.Task[None]) -> NoReturn:
+        await self._drain(publisher)
+        # The next run starts from the record; its input holds no params the record no longer has
+        # (redacted by retention, or amended).
+        new = start.new.model_copy(update={"params": self._record.params})
+        workflow.continue_as_new(start.model_copy(update={"new": new, "carried": self._record}))
 
     def _history_is_long(self) -> bool:
         info = workflow.info()
