@@ -30,6 +30,9 @@ ONE_IDLE_TIMER = "one-idle-timer"
 # Runs started since this patch close when they are due to close, even if their history is also long
 # enough to continue as new (they continued as new, and the next run waited 30 more idle days).
 IDLE_CLOSE_FIRST = "idle-close-first"
+# Runs started since this patch continue as new once an action whose params this run's history holds
+# (in its input or in a change it received) has them redacted: the next run's history holds none.
+CONTINUE_AFTER_REDACTION = "continue-after-redaction"
 # The stream's log keeps the newest snapshots: at most EVENT_LOG_LIMIT of them and EVENT_LOG_MAX_BYTES
 # of JSON (always the newest one). Everything a conversation keeps is carried into its next run as one
 # payload, and Temporal refuses payloads over 2 MiB: the log's bytes are bounded, not only its count,
@@ -41,6 +44,10 @@ EVENT_LOG_MAX_BYTES = 1024 * 1024
 CONTINUE_AS_NEW_AFTER_EVENTS = 4000
 # A conversation with every action settled and nothing new for this long closes.
 IDLE_CLOSE_AFTER = timedelta(days=30)
+
+
+def _has_params(status: ActionStatus) -> bool:
+    return bool(status.params) and REDACTED_MARK not in status.params.values()
 
 
 def _size(event: StreamEvent) -> int:
@@ -63,6 +70,10 @@ class ConversationWorkflow:
         self._last_activity_at = self._state.last_activity_at or workflow.now()
         self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
         self._event_bytes = [_size(event) for event in self._state.events]  # the log's sizes, in order
+        # Actions whose params this run's history holds, and whether one of them was redacted since.
+        self._unredacted = {e.status.operation_id for e in self._state.events if _has_params(e.status)}
+        self._redacted_here = False
+        self._leave_when_redacted = False
 
     def _touch(self) -> None:
         self._activity += 1
@@ -74,8 +85,9 @@ class ConversationWorkflow:
     @workflow.run
     async def run(self, start: ConversationStart) -> None:
         if workflow.patched(ONE_IDLE_TIMER):
+            self._leave_when_redacted = workflow.patched(CONTINUE_AFTER_REDACTION)
             idle = await self._until_idle_or_long()
-            if not self._history_is_long() or (idle and workflow.patched(IDLE_CLOSE_FIRST)):
+            if not self._should_continue() or (idle and workflow.patched(IDLE_CLOSE_FIRST)):
                 return
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
@@ -102,7 +114,7 @@ class ConversationWorkflow:
         wake_at = max(self._last_activity_at + IDLE_CLOSE_AFTER, workflow.now() + timedelta(seconds=1))
         while True:
             try:
-                await workflow.wait_condition(self._history_is_long, timeout=wake_at - workflow.now())
+                await workflow.wait_condition(self._should_continue, timeout=wake_at - workflow.now())
                 if workflow.now() < self._last_activity_at + IDLE_CLOSE_AFTER or not self._may_close():
                     return False
                 # Long, and due to close as well (the timer fired in the same task).
@@ -117,6 +129,9 @@ class ConversationWorkflow:
                     return True
                 else:
                     wake_at = workflow.now() + IDLE_CLOSE_AFTER  # an action still open keeps it
+
+    def _should_continue(self) -> bool:
+        return self._history_is_long() or (self._leave_when_redacted and self._redacted_here)
 
     def _history_is_long(self) -> bool:
         info = workflow.info()
@@ -146,6 +161,11 @@ class ConversationWorkflow:
             self._event_bytes.append(_size(event))
             if REDACTED_MARK in status.params.values():
                 self._redact_log(status)
+                if status.operation_id in self._unredacted:
+                    self._unredacted.discard(status.operation_id)
+                    self._redacted_here = True
+            elif status.params:
+                self._unredacted.add(status.operation_id)
         self._trim_log()
 
     def _trim_log(self) -> None:
