@@ -7,8 +7,10 @@ The workflows continue as new after a lowered number of history events (the gate
 `continue_as_new_after`), so a handful of lookups and controls are enough."""
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from temporalio.client import WorkflowHistory
 
 from settled.identity import action_workflow_id
 from tests.client.support import eventually, new_id
@@ -71,18 +73,28 @@ async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_aft
     presented = {"channel": "voice", "text": confirmed["say"], "completed": True}
     assert (await api.post(f"/v1/actions/{op}/presented", json=presented)).status_code == 200
 
-    # A day later retention redacts the params (and the presented sentence, which quotes them).
+    # A day later retention redacts the params (and the presented sentence, which quotes them), and
+    # both workflows continue as new right then: their open runs hold none of it.
+    runs_before_redaction = await _runs(harness, action_id)
+    conversation_runs_before = len(await harness.conversation_runs(conversation_id))
     await harness.skip(DAY + timedelta(minutes=1))
     redacted = await _until(harness, op, lambda s: s["params"]["room"] == "[redacted]", "the redaction")
     assert redacted["presented"]["text"] == "[redacted]"
-    runs_before_redaction = await _runs(harness, action_id)
-    conversation_runs_before = len(await harness.conversation_runs(conversation_id))
 
-    # Presentations keep coming until the action and the conversation both continue as new again.
-    async def both_continued() -> bool:
-        return await _runs(harness, action_id) > runs_before_redaction and (
-            len(await harness.conversation_runs(conversation_id)) > conversation_runs_before
+    async def continued(action_runs: int, conversation_runs: int) -> bool:
+        return await _runs(harness, action_id) > action_runs and (
+            len(await harness.conversation_runs(conversation_id)) > conversation_runs
         )
+
+    await eventually(
+        lambda: continued(runs_before_redaction, conversation_runs_before), what="both to continue as new"
+    )
+    runs_after_redaction = await _runs(harness, action_id)
+    conversation_runs_after = len(await harness.conversation_runs(conversation_id))
+
+    # Presentations keep coming until both continue as new again, now for their history's length.
+    async def both_continued() -> bool:
+        return await continued(runs_after_redaction, conversation_runs_after)
 
     later = {"channel": "text", "text": redacted["say"], "completed": True}
     for _ in range(60):
@@ -105,17 +117,23 @@ async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_aft
     records = await truth.records(op)
     assert len(records) == 1 and records[0]["cancelled_at"] is not None, records
 
-    # The histories: the first run holds the request itself (its input and the requests sent), so
-    # the scan does see the values; no run started after the redaction holds them anywhere.
+    # The histories. The first run holds the request itself (its input and the requests sent), so the
+    # scan does see the values; it and every run until the redaction are closed (the namespace's
+    # retention deletes them). No run started at or after the redaction holds them anywhere, and
+    # neither does the run open now.
+    redacted_at = next(entry["at"] for entry in redacted["log"] if entry["event"] == "redacted")
     action_runs = await harness.action_runs(op)
     conversation_runs = await harness.conversation_runs(conversation_id)
     first = "\n".join(await harness.payload_texts(action_runs[0]))
     assert all(secret in first for secret in secrets)
-    for label, runs in (
-        ("action", action_runs[runs_before_redaction:]),
-        ("conversation", conversation_runs[conversation_runs_before:]),
-    ):
-        for index, run in enumerate(runs):
+    for label, runs in (("action", action_runs), ("conversation", conversation_runs)):
+        later = [run for run in runs if _started(run) >= datetime.fromisoformat(redacted_at)]
+        assert len(later) >= 2, f"the {label} did not continue as new after the redaction"
+        for run in later:
             for text in await harness.payload_texts(run):
                 leaked = [secret for secret in secrets if secret in text]
-                assert not leaked, f"{label} run {index} started after the redaction holds {leaked}: {text}"
+                assert not leaked, f"a {label} run started after the redaction holds {leaked}: {text}"
+
+
+def _started(run: WorkflowHistory) -> datetime:
+    return run.events[0].event_time.ToDatetime(tzinfo=UTC)
