@@ -9,7 +9,8 @@ from temporalio.client import WorkflowExecutionStatus
 from api.routes.conversations import _events
 from settled.identity import action_workflow_id, conversation_workflow_id
 from tests.client.support import eventually, new_id
-from tests.timeskip.conftest import DAY, Harness
+from tests.timeskip.support import DAY, Harness
+from workflows.messages import EventsSince
 
 BOOKING = {"room": "Ada", "day": "Thursday"}
 
@@ -149,8 +150,17 @@ async def test_an_idle_conversation_closes_after_30_days_and_its_handoff_still_a
     await _book(harness, conversation_id, later)
     handoff = (await harness.api.get(f"/v1/conversations/{conversation_id}/handoff")).json()
     assert [action["operation_id"] for action in handoff["actions"]] == [op, later]
-    after = await harness.gateway.events_since(None, conversation_id, page.seq)
-    assert after is not None and after.events and after.events[0].seq == page.seq + 1
+
+    async def published() -> EventsSince | None:
+        after = await harness.stream_log(conversation_id, page.seq)
+        return (
+            after
+            if after is not None and after.events and after.events[-1].status.state == "confirmed"
+            else None
+        )
+
+    after = await eventually(published, what="the new booking in the stream log")
+    assert after.events[0].seq == page.seq + 1
     assert {event.status.operation_id for event in after.events} == {later}
 
 

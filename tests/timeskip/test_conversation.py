@@ -9,7 +9,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from settled.identity import conversation_workflow_id
 from tests.client.support import eventually, new_id
-from tests.timeskip.conftest import DAY, Harness
+from tests.timeskip.support import DAY, Harness
 from workflows.conversation import EVENT_LOG_MAX_BYTES
 from workflows.messages import ConversationStart
 
@@ -81,8 +81,9 @@ async def test_a_conversation_continues_as_new_mid_flight_with_everything_intact
     ]
 
     async def streamed() -> Any:
-        page = await harness.gateway.events_since(None, conversation_id, before.seq)
-        assert page is not None
+        page = await harness.stream_log(conversation_id, before.seq)
+        if page is None:
+            return None
         confirmed = [
             e for e in page.events if e.status.state.value == "confirmed" and e.status.kind == "room_booking"
         ]
@@ -119,9 +120,12 @@ async def test_the_conversation_keeps_its_state_within_its_byte_bound_with_large
         ops.append((await _create(harness, conversation_id, "refund", params))["operation_id"])
 
     async def logged() -> Any:
-        page = await harness.gateway.events_since(None, conversation_id, 0)
-        assert page is not None
-        return page if page.events and page.events[-1].status.operation_id == ops[-1] else None
+        page = await harness.stream_log(conversation_id, 0)
+        return (
+            page
+            if page is not None and page.events and page.events[-1].status.operation_id == ops[-1]
+            else None
+        )
 
     page = await eventually(logged, what="the last refund in the stream log")
     assert page.truncated and page.events[0].seq > 1, "the oldest snapshots were not dropped"

@@ -10,7 +10,7 @@ from temporalio.client import WorkflowExecutionStatus
 from settled import visibility
 from settled.identity import action_workflow_id
 from tests.client.support import eventually, new_id
-from tests.timeskip.conftest import DAY, Harness
+from tests.timeskip.support import DAY, Harness
 
 REFUND = {"order_id": "o-77", "amount": 12.5, "currency": "EUR"}
 
