@@ -91,14 +91,14 @@ class ActionWorkflow:
         publisher = asyncio.create_task(self._publish_changes())
         if record.calls_in_task:
             self._mirror = asyncio.create_task(self._mirror_changes())
-        leave_when_redacted = not record.params_redacted and workflow.patched(CONTINUE_AFTER_REDACTION)
+        started_redacted = record.params_redacted
         while True:
             record.tick(workflow.now())
             self._changed()
             step = record.next_step(workflow.now())
             if step.action == "close":
                 break
-            if leave_when_redacted and record.params_redacted:
+            if record.params_redacted and not started_redacted and workflow.patched(CONTINUE_AFTER_REDACTION):
                 await self._continue_as_new(start, publisher)
             if step.action == "dispatch":
                 await self._dispatch()

@@ -73,7 +73,6 @@ class ConversationWorkflow:
         # Actions whose params this run's history holds, and whether one of them was redacted since.
         self._unredacted = {e.status.operation_id for e in self._state.events if _has_params(e.status)}
         self._redacted_here = False
-        self._leave_when_redacted = False
 
     def _touch(self) -> None:
         self._activity += 1
@@ -85,7 +84,6 @@ class ConversationWorkflow:
     @workflow.run
     async def run(self, start: ConversationStart) -> None:
         if workflow.patched(ONE_IDLE_TIMER):
-            self._leave_when_redacted = workflow.patched(CONTINUE_AFTER_REDACTION)
             idle = await self._until_idle_or_long()
             if not self._should_continue() or (idle and workflow.patched(IDLE_CLOSE_FIRST)):
                 return
@@ -131,7 +129,7 @@ class ConversationWorkflow:
                     wake_at = workflow.now() + IDLE_CLOSE_AFTER  # an action still open keeps it
 
     def _should_continue(self) -> bool:
-        return self._history_is_long() or (self._leave_when_redacted and self._redacted_here)
+        return self._history_is_long() or self._redacted_here
 
     def _history_is_long(self) -> bool:
         info = workflow.info()
@@ -163,7 +161,7 @@ class ConversationWorkflow:
                 self._redact_log(status)
                 if status.operation_id in self._unredacted:
                     self._unredacted.discard(status.operation_id)
-                    self._redacted_here = True
+                    self._redacted_here = self._redacted_here or workflow.patched(CONTINUE_AFTER_REDACTION)
             elif status.params:
                 self._unredacted.add(status.operation_id)
         self._trim_log()
