@@ -13,11 +13,13 @@ from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from settled.gateway import Gateway, SettledError
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.kinds import Kinds
 from tests.client.support import AsyncSandbox
+from workers.main import WORKFLOWS, workflow_runner
 from workflows.messages import EventsSince
 
 KINDS = Path(__file__).parent / "kinds.toml"
@@ -76,6 +78,17 @@ class Harness:
             if error.code != "temporal_unavailable":
                 raise
             return None
+
+    async def replay(self, histories: list[WorkflowHistory]) -> None:
+        """Replay recorded runs against the current code, as `settled replay` and the golden tests do:
+        the paths taken here (patches included) are deterministic."""
+        replayer = Replayer(
+            workflows=WORKFLOWS,
+            data_converter=self.env.client.data_converter,
+            workflow_runner=workflow_runner(),
+        )
+        for history in histories:
+            await replayer.replay_workflow(history)
 
     async def action_runs(self, operation_id: str) -> list[WorkflowHistory]:
         return await self.runs(action_workflow_id(None, operation_id))

@@ -123,10 +123,10 @@ async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_aft
     redacted_at = datetime.fromisoformat(
         next(entry["at"] for entry in redacted["log"] if entry["event"] == "redacted")
     )
-    for label, runs in (
-        ("action", await harness.action_runs(op)),
-        ("conversation", await harness.conversation_runs(conversation_id)),
-    ):
+    action_runs = await harness.action_runs(op)
+    conversation_runs = await harness.conversation_runs(conversation_id)
+    await harness.replay([*action_runs, *conversation_runs])
+    for label, runs in (("action", action_runs), ("conversation", conversation_runs)):
         holds = []
         for run in runs:
             texts = await harness.payload_texts(run)

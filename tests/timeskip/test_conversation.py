@@ -104,6 +104,8 @@ async def test_a_conversation_continues_as_new_mid_flight_with_everything_intact
 
     await eventually(closed, what="the conversation to close")
     assert len((await _handoff(harness, conversation_id))["actions"]) == 2
+    runs = await harness.conversation_runs(conversation_id)
+    await harness.replay(runs)
 
 
 async def test_the_conversation_keeps_its_state_within_its_byte_bound_with_large_params(

@@ -56,6 +56,7 @@ async def test_needs_attention_is_set_at_attention_after_s_and_shown_to_operator
     assert any(entry["event"] == "needs_attention" for entry in status["log"])
     # Operators find it by the search attribute (`settled list`), not only by reading the status.
     assert await eventually(lambda: _attention_attribute(harness, op), what="the search attribute")
+    await harness.replay(await harness.action_runs(op))
 
 
 async def _gave_up(harness: Harness, op: str) -> int:
