@@ -50,10 +50,14 @@ class _FixedGateway:
 
 
 @pytest.fixture
-async def harness(business: Stack) -> AsyncIterator[Harness]:
+async def harness(business: Stack, request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
+    """One test's world. Parametrized indirectly with True, its payloads are encrypted (AES-GCM, as
+    with SETTLED_ENCRYPTION_KEYS): histories hold ciphertext, and the harness decodes them."""
+    keys = {"k1": bytes(range(32))} if getattr(request, "param", False) else {}
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=data_converter({}), test_server_existing_path=str(time_skipping_server())
+        data_converter=data_converter(keys), test_server_existing_path=str(time_skipping_server())
     )
+    truth = AsyncSandbox(business.sandbox_url)
     try:
         await env.client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(
@@ -65,7 +69,6 @@ async def harness(business: Stack) -> AsyncIterator[Harness]:
         gateway = Gateway(env.client, kinds, Settings())
         app = create_app(Settings(rate_limit=None), kinds)
         app.state.gateways = _FixedGateway(gateway)
-        truth = AsyncSandbox(business.sandbox_url)
         transport = httpx.ASGITransport(app=app)
         async with (
             httpx.AsyncClient() as http,
@@ -73,7 +76,7 @@ async def harness(business: Stack) -> AsyncIterator[Harness]:
             httpx.AsyncClient(transport=transport, base_url="http://settled", timeout=40) as api,
         ):
             yield Harness(env=env, gateway=gateway, api=api, truth=truth, kinds=kinds)
+    finally:
         await truth.clear_faults()
         await truth.aclose()
-    finally:
         await env.shutdown()
