@@ -368,8 +368,9 @@ class Gateway:
                 return await self.client.execute_update_with_start_workflow(
                     ConversationWorkflow.channel_event, event, start_workflow_operation=start
                 )
-            except BaseException:
-                await asyncio.gather(start.workflow_handle(), return_exceptions=True)  # the same failure
+            except Exception:
+                # The start's own future holds the same failure (set before it is raised): retrieve it.
+                await asyncio.gather(start.workflow_handle(), return_exceptions=True)
                 raise
 
         result = await self._in_conversation(tenant, conversation_id, record)
