@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
@@ -49,7 +50,9 @@ from workflows.messages import (
     Authorize,
     Cancel,
     ChannelEvent,
+    ChannelEventResult,
     ConversationStart,
+    ConversationState,
     EventsSince,
     Present,
     Reconcile,
@@ -105,15 +108,14 @@ def _unavailable(error: RPCError) -> bool:
     return error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
 
-def _is_closed(error: RPCError) -> bool:
-    return error.status is RPCStatusCode.NOT_FOUND and "completed" in error.message.lower()
-
-
 class Gateway:
     def __init__(self, client: Client, kinds: Kinds, settings: Settings) -> None:
         self.client = client
         self.kinds = kinds
         self.settings = settings
+        # History events after which the workflows this gateway starts continue as new; None: their
+        # own limit. Tests lower it to see continue-as-new without thousands of events.
+        self.continue_as_new_after: int | None = None
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -155,7 +157,7 @@ class Gateway:
         )
         start = WithStartWorkflowOperation(
             ActionWorkflow.run,
-            ActionStart(new=new),
+            ActionStart(new=new, continue_as_new_after=self.continue_as_new_after),
             id=action_workflow_id(tenant, operation_id),
             task_queue=TASK_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -184,9 +186,14 @@ class Gateway:
                 ),
                 wait_s,
             )
-        except WorkflowAlreadyStartedError:
+        except (WorkflowAlreadyStartedError, RPCError) as error:
+            # The action ran to its end long ago; its record still answers queries. (A server may
+            # say so without the details the SDK turns into WorkflowAlreadyStartedError.)
+            if isinstance(error, RPCError) and error.status is not RPCStatusCode.ALREADY_EXISTS:
+                await asyncio.gather(tracking, return_exceptions=True)
+                raise
             await tracking
-            # The action ran to its end long ago; its record still answers queries.
+            await asyncio.gather(start.workflow_handle(), return_exceptions=True)  # the same failure
             return False, await self._closed_repeat(tenant, operation_id, register)
         except BaseException:
             await asyncio.gather(tracking, return_exceptions=True)
@@ -203,18 +210,59 @@ class Gateway:
         return await self.get(tenant, operation_id)
 
     async def _track(self, tenant: str | None, conversation_id: str, operation_id: str) -> None:
-        await self._guard(
+        await self._in_conversation(
+            tenant,
+            conversation_id,
             lambda: self.client.start_workflow(
                 ConversationWorkflow.run,
-                ConversationStart(tenant=tenant, conversation_id=conversation_id),
+                self._conversation_start(tenant, conversation_id),
                 id=conversation_workflow_id(tenant, conversation_id),
                 task_queue=TASK_QUEUE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 start_signal="track_action",
                 start_signal_args=[operation_id],
                 static_summary=f"conversation {conversation_id}",
+            ),
+        )
+
+    def _conversation_start(
+        self, tenant: str | None, conversation_id: str, carried: ConversationState | None = None
+    ) -> ConversationStart:
+        return ConversationStart(
+            tenant=tenant,
+            conversation_id=conversation_id,
+            carried=carried,
+            continue_as_new_after=self.continue_as_new_after,
+        )
+
+    async def _in_conversation(
+        self, tenant: str | None, conversation_id: str, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run a call that starts the conversation unless it runs. A conversation closes after 30 idle
+        days; the call is then refused (its start rejects a duplicate id), and the conversation is
+        reopened with everything it kept (actions, channels, stream log) before the call is repeated,
+        so a channel coming back later gets the same handoff, not an empty one."""
+        try:
+            return await self._guard(call)
+        except (WorkflowAlreadyStartedError, RPCError) as error:
+            if isinstance(error, RPCError) and error.status is not RPCStatusCode.ALREADY_EXISTS:
+                raise
+        closed = self._conversation(tenant, conversation_id)
+        kept = await self._guard(lambda: closed.query(ConversationWorkflow.state))
+        kept.last_activity_at = None  # idle from the reopening on
+        await self._guard(
+            lambda: self.client.start_workflow(
+                ConversationWorkflow.run,
+                self._conversation_start(tenant, conversation_id, kept),
+                id=conversation_workflow_id(tenant, conversation_id),
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                static_summary=f"conversation {conversation_id}",
             )
         )
+        return await self._guard(call)
 
     async def get(self, tenant: str | None, operation_id: str) -> ActionStatus:
         """The durable status: from the workflow's memo, which the server answers alone; from a query
@@ -236,12 +284,23 @@ class Gateway:
             if error.code == "noop":
                 # Nothing to change, but a caller who asked to wait still gets the verified outcome.
                 return await self._await_verified(tenant, operation_id, getattr(arg, "wait_s", 0.0))
-            if error.code == "closed":
+            if error.code == "not_found" and await self._has_closed(handle):
                 if name in _CLOSED_ANSWER:
                     message = "the action is settled and its record is closed"
                     raise SettledError(_CLOSED_ANSWER[name], message) from None
                 return await self.get(tenant, operation_id)
             raise
+
+    async def _has_closed(self, handle: WorkflowHandle[Any, Any]) -> bool:
+        """Whether the workflow exists and has closed: an update to a closed workflow is answered
+        NOT_FOUND, like one to a workflow that never existed; its description tells them apart."""
+        try:
+            description = await self._guard(handle.describe)
+        except SettledError as error:
+            if error.code == "not_found":
+                return False
+            raise
+        return description.status is not WorkflowExecutionStatus.RUNNING
 
     async def _await_verified(self, tenant: str | None, operation_id: str, wait_s: float) -> ActionStatus:
         """The status once it is out of requested/running, or at the end of the wait (polled reads:
@@ -294,19 +353,27 @@ class Gateway:
         self, tenant: str | None, conversation_id: str, event: ChannelEvent
     ) -> list[str]:
         """Record a channel event; for interruptions and openings, reconcile what may be in flight."""
-        start = WithStartWorkflowOperation(
-            ConversationWorkflow.run,
-            ConversationStart(tenant=tenant, conversation_id=conversation_id),
-            id=conversation_workflow_id(tenant, conversation_id),
-            task_queue=TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"conversation {conversation_id}",
-        )
-        result = await self._guard(
-            lambda: self.client.execute_update_with_start_workflow(
-                ConversationWorkflow.channel_event, event, start_workflow_operation=start
+
+        async def record() -> ChannelEventResult:
+            start = WithStartWorkflowOperation(
+                ConversationWorkflow.run,
+                self._conversation_start(tenant, conversation_id),
+                id=conversation_workflow_id(tenant, conversation_id),
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                static_summary=f"conversation {conversation_id}",
             )
-        )
+            try:
+                return await self.client.execute_update_with_start_workflow(
+                    ConversationWorkflow.channel_event, event, start_workflow_operation=start
+                )
+            except Exception:
+                # The start's own future holds the same failure (set before it is raised): retrieve it.
+                await asyncio.gather(start.workflow_handle(), return_exceptions=True)
+                raise
+
+        result = await self._in_conversation(tenant, conversation_id, record)
         why = f"{event.type} on {event.channel}"
         await asyncio.gather(*(self._look_up_soon(tenant, op, why) for op in result.reconcile))
         return result.reconcile
@@ -323,7 +390,7 @@ class Gateway:
                 )
             )
         except SettledError as error:
-            if error.code not in ("noop", "closed", "not_found"):
+            if error.code not in ("noop", "not_found"):
                 raise
 
     async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
@@ -406,8 +473,6 @@ class Gateway:
                 raise SettledError(
                     "temporal_unavailable", f"Temporal is unavailable: {error.message}"
                 ) from None
-            if _is_closed(error):
-                raise SettledError("closed", "the workflow has completed") from None
             if error.status is RPCStatusCode.NOT_FOUND:
                 raise SettledError("not_found", "no such operation or conversation") from None
             raise

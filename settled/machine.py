@@ -208,9 +208,25 @@ class ActionRecord(BaseModel):
             )
         redact_at = self._redact_at()
         if redact_at is not None and now >= redact_at and not self.params_redacted:
+            self._redact_presented()
             self.params = dict.fromkeys(self.params, REDACTED_MARK)
             self.params_redacted = True
             self._note(now, "redacted", "params redacted by the retention rule")
+
+    def _redact_presented(self) -> None:
+        """What a channel presented quotes the params too: its text goes with them. Which outcome it
+        presented is kept, so the handoff does not say again what was fully said before."""
+        presented = self.presented
+        if presented is None:
+            return
+        for_state = presented.for_state
+        if (
+            for_state is None
+            and presented.state is self.state
+            and presented.text.strip() == say_for(self).strip()
+        ):
+            for_state = presented.state
+        self.presented = presented.model_copy(update={"text": REDACTED_MARK, "for_state": for_state})
 
     def _attention_at(self) -> datetime:
         assert self.first_dispatch_at is not None

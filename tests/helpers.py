@@ -15,11 +15,17 @@ T = TypeVar("T")
 KINDS = Path(__file__).parent / "kinds.toml"
 
 
+def kinds_file(data_dir: Path, ports: Ports, source: Path = KINDS) -> Path:
+    """A copy of the kinds file `source` in `data_dir`, pointed at the stack's sandbox."""
+    kinds = data_dir / "kinds.toml"
+    kinds.write_text(source.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
+    return kinds
+
+
 def start_stack(data_dir: Path, extra_env: dict[str, str] | None = None, ui: bool = False) -> Stack:
     """A running stack on free ports, with the test kinds (fast reconciliation) pointed at its sandbox."""
     ports = Ports.free()
-    kinds = data_dir / "kinds.toml"
-    kinds.write_text(KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
+    kinds = kinds_file(data_dir, ports)
     return Stack(data_dir, ports, config=kinds, ui=ui, extra_env=dict(extra_env or {})).start()
 
 

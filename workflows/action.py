@@ -13,17 +13,18 @@ Runs recorded before the patch replay the old command sequence unchanged.
 """
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.inputs import COMPENSATE, DISPATCH, LOOKUP, BusinessCall
+    from activities.business import BusinessActivities
+    from activities.inputs import BusinessCall
     from settled import visibility
     from settled.identity import conversation_workflow_id
     from settled.machine import ActionRecord, ControlRefused
@@ -54,6 +55,13 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 IN_TASK_CALLS = "in-task-business-calls"
 # Runs recorded before it took an early authoritative 404 as "not applied"; their replay must too.
 COMMIT_HORIZON = "commit-horizon"
+# Runs started since this patch mirror needs_attention to the search attributes when it is set, not
+# only at the next change of state (it is set while the state stays `unknown`).
+ATTENTION_MIRRORED = "attention-mirrored"
+# Runs started since this patch continue as new when retention redacts the params: the history so far
+# holds them (the request, the calls), the next run's does not, and the closed run is deleted with the
+# namespace's retention instead of staying open until the action closes.
+CONTINUE_AFTER_REDACTION = "continue-after-redaction"
 
 
 def _refuse(error: ControlRefused) -> ApplicationError:
@@ -71,9 +79,11 @@ class ActionWorkflow:
         self._noted_version = self._record.version
         self._published_state: State | None = State.REQUESTED if not start.carried else self._record.state
         self._counted_state = self._published_state
+        self._published_attention = self._record.needs_attention if start.carried else False
         self._mirrored_version = -1
         self._mirror: asyncio.Task[None] | None = None
         self._closing = False
+        self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
 
     # -- the driver ----------------------------------------------------------------------------
 
@@ -83,12 +93,15 @@ class ActionWorkflow:
         publisher = asyncio.create_task(self._publish_changes())
         if record.calls_in_task:
             self._mirror = asyncio.create_task(self._mirror_changes())
+        started_redacted = record.params_redacted
         while True:
             record.tick(workflow.now())
             self._changed()
             step = record.next_step(workflow.now())
             if step.action == "close":
                 break
+            if record.params_redacted and not started_redacted and workflow.patched(CONTINUE_AFTER_REDACTION):
+                await self._continue_as_new(start, publisher)
             if step.action == "dispatch":
                 await self._dispatch()
             elif step.action == "lookup":
@@ -99,16 +112,22 @@ class ActionWorkflow:
                 await self._wait(step.until)
             self._changed()
             if self._history_is_long():
-                await self._drain(publisher)
-                workflow.continue_as_new(ActionStart(new=start.new, carried=record))
+                await self._continue_as_new(start, publisher)
         await self._drain(publisher)
         return record.status()
+
+    async def _continue_as_new(self, start: ActionStart, publisher: asyncio.Task[None]) -> NoReturn:
+        await self._drain(publisher)
+        # The next run starts from the record; its input holds no params the record no longer has
+        # (redacted by retention, or amended).
+        new = start.new.model_copy(update={"params": self._record.params})
+        workflow.continue_as_new(start.model_copy(update={"new": new, "carried": self._record}))
 
     def _history_is_long(self) -> bool:
         info = workflow.info()
         return (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
+            or info.get_current_history_length() > self._continue_as_new_after_events
         )
 
     async def _drain(self, publisher: asyncio.Task[None]) -> None:
@@ -138,25 +157,35 @@ class ActionWorkflow:
         )
 
     async def _business(
-        self, name: str, result_type: type[T], retry: RetryPolicy, summary: str, lost: Callable[[str], T]
+        self,
+        activity: Callable[[BusinessActivities, BusinessCall], Awaitable[T]],
+        retry: RetryPolicy,
+        summary: str,
+        lost: Callable[[str], T],
     ) -> T:
         """Run a business activity; `lost` says what it means if it never finished (worker died, timeout)."""
-        options = {
-            "result_type": result_type,
-            "start_to_close_timeout": timedelta(seconds=self._record.kind.timeout_s + 5),
-            "retry_policy": retry,
-            "summary": summary,
-        }
+        timeout = timedelta(seconds=self._record.kind.timeout_s + 5)
         try:
-            if self._record.in_task(name, workflow.now()):
+            if self._record.in_task(activity.__name__, workflow.now()):
                 self._calling_in_task = True
                 try:
-                    return await workflow.execute_local_activity(name, self._call(), **options)
+                    return await workflow.execute_local_activity_method(
+                        activity,
+                        self._call(),
+                        start_to_close_timeout=timeout,
+                        retry_policy=retry,
+                        summary=summary,
+                    )
                 finally:
                     self._calling_in_task = False
             # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
-            return await workflow.execute_activity(
-                name, self._call(), heartbeat_timeout=HEARTBEAT_TIMEOUT, **options
+            return await workflow.execute_activity_method(
+                activity,
+                self._call(),
+                start_to_close_timeout=timeout,
+                retry_policy=retry,
+                summary=summary,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
             )
         except ActivityError as error:
             return lost(str(error.cause))
@@ -166,8 +195,7 @@ class ActionWorkflow:
         record.begin_dispatch(workflow.now())
         self._changed()
         outcome = await self._business(
-            DISPATCH,
-            DispatchOutcome,
+            BusinessActivities.dispatch,
             SEND_ONCE,
             f"send {record.kind.name} (attempt {record.attempts + 1})",
             # It may have been sent: verify, never re-send blindly.
@@ -179,8 +207,7 @@ class ActionWorkflow:
         record = self._record
         asked_at = workflow.now()  # the request leaves after this: an earlier time is the safe side
         outcome = await self._business(
-            LOOKUP,
-            LookupOutcome,
+            BusinessActivities.lookup,
             LOOKUP_RETRIES,
             f"look up {self._record.kind.name}",
             lambda why: LookupOutcome(result="inconclusive", detail=f"the lookup did not finish ({why})"),
@@ -191,8 +218,7 @@ class ActionWorkflow:
 
     async def _compensate(self) -> None:
         outcome = await self._business(
-            COMPENSATE,
-            CompensationOutcome,
+            BusinessActivities.compensate,
             SEND_ONCE,
             f"reverse {self._record.kind.name} {self._record.business_ref}",
             lambda why: CompensationOutcome(result="unknown", detail=f"the reversal did not finish ({why})"),
@@ -225,9 +251,13 @@ class ActionWorkflow:
     def _mirror_state(self) -> None:
         """The state in the search attributes, for operators' queries (once per change of state)."""
         record = self._record
-        if record.state == self._published_state:
+        attention_changed = record.needs_attention != self._published_attention
+        if record.state == self._published_state and not (
+            attention_changed and workflow.patched(ATTENTION_MIRRORED)
+        ):
             return
         self._published_state = record.state
+        self._published_attention = record.needs_attention
         workflow.upsert_search_attributes(
             [
                 visibility.STATE.value_set(record.state.value),

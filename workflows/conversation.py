@@ -10,7 +10,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from settled.models import REDACTED_MARK
+    from settled.models import REDACTED_MARK, ActionStatus
     from settled.states import MAY_BE_IN_FLIGHT, SETTLED
     from workflows.messages import (
         ActionChanged,
@@ -27,10 +27,37 @@ with workflow.unsafe.imports_passed_through():
 # Runs started since this patch keep one idle timer, moved only when it fires, instead of cancelling
 # and restarting it on every signal (two history events and a timer write per signal saved).
 ONE_IDLE_TIMER = "one-idle-timer"
+# Runs started since this patch close when they are due to close, even if their history is also long
+# enough to continue as new (they continued as new, and the next run waited 30 more idle days).
+IDLE_CLOSE_FIRST = "idle-close-first"
+# Runs started since this patch continue as new once an action whose params this run's history holds
+# (in its input or in a change it received) has them redacted: the next run's history holds none.
+CONTINUE_AFTER_REDACTION = "continue-after-redaction"
+# The stream's log keeps the newest snapshots: at most EVENT_LOG_LIMIT of them and EVENT_LOG_MAX_BYTES
+# of JSON (always the newest one). Everything a conversation keeps is carried into its next run as one
+# payload, and Temporal refuses payloads over 2 MiB: the log's bytes are bounded, not only its count,
+# and the latest state of each action is kept as a summary without params or sentences. A stream
+# reader that falls further behind than the log reaches is told so (`truncated`) and reads the
+# handoff for the current state.
 EVENT_LOG_LIMIT = 1000
+EVENT_LOG_MAX_BYTES = 1024 * 1024
 CONTINUE_AS_NEW_AFTER_EVENTS = 4000
 # A conversation with every action settled and nothing new for this long closes.
 IDLE_CLOSE_AFTER = timedelta(days=30)
+
+
+def _has_params(status: ActionStatus) -> bool:
+    return bool(status.params) and REDACTED_MARK not in status.params.values()
+
+
+def _size(event: StreamEvent) -> int:
+    return len(event.model_dump_json())
+
+
+def _summary(status: ActionStatus) -> ActionStatus:
+    """What the conversation needs of an action's latest state (its state, for closing and for the
+    reconciliation on events): the handoff reads each action's own record."""
+    return status.model_copy(update={"params": {}, "say": "", "presented": None, "history": [], "log": []})
 
 
 @workflow.defn(name="Conversation")
@@ -40,11 +67,16 @@ class ConversationWorkflow:
         self._state = start.carried or ConversationState()
         self._conversation_id = start.conversation_id
         self._activity = 0  # bumped by every signal and update, to restart the idle clock
-        self._last_activity_at = workflow.now()
+        self._last_activity_at = self._state.last_activity_at or workflow.now()
+        self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
+        self._event_bytes = [_size(event) for event in self._state.events]  # the log's sizes, in order
+        # Actions whose params this run's history holds, and whether one of them was redacted since.
+        self._unredacted = {e.status.operation_id for e in self._state.events if _has_params(e.status)}
+        self._redacted_here = False
 
     def _touch(self) -> None:
         self._activity += 1
-        self._last_activity_at = workflow.now()
+        self._last_activity_at = self._state.last_activity_at = workflow.now()
 
     def _may_close(self) -> bool:
         return all(status.state in SETTLED for status in self._state.latest.values())
@@ -52,8 +84,8 @@ class ConversationWorkflow:
     @workflow.run
     async def run(self, start: ConversationStart) -> None:
         if workflow.patched(ONE_IDLE_TIMER):
-            await self._until_idle_or_long()
-            if not self._history_is_long():
+            idle = await self._until_idle_or_long()
+            if not self._should_continue() or (idle and workflow.patched(IDLE_CLOSE_FIRST)):
                 return
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
@@ -72,31 +104,38 @@ class ConversationWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
 
-    async def _until_idle_or_long(self) -> None:
-        """Return when the history should continue as new, or when the conversation may close: idle
-        for IDLE_CLOSE_AFTER with every action settled. The timer is set for the earliest moment that
-        can be true, and moved only when it fires early, never on a signal."""
-        wake_at = self._last_activity_at + IDLE_CLOSE_AFTER
+    async def _until_idle_or_long(self) -> bool:
+        """Return when the history should continue as new (False), or when the conversation may close
+        (True): idle for IDLE_CLOSE_AFTER with every action settled. The timer is set for the earliest
+        moment that can be true, and moved only when it fires early, never on a signal."""
+        # A run continued from one idle for long already waits at least a moment, never a negative time.
+        wake_at = max(self._last_activity_at + IDLE_CLOSE_AFTER, workflow.now() + timedelta(seconds=1))
         while True:
             try:
-                await workflow.wait_condition(self._history_is_long, timeout=wake_at - workflow.now())
-                return
+                await workflow.wait_condition(self._should_continue, timeout=wake_at - workflow.now())
+                if workflow.now() < self._last_activity_at + IDLE_CLOSE_AFTER or not self._may_close():
+                    return False
+                # Long, and due to close as well (the timer fired in the same task).
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return True
             except TimeoutError:
                 idle_at = self._last_activity_at + IDLE_CLOSE_AFTER
                 if workflow.now() < idle_at:
                     wake_at = idle_at  # something happened meanwhile: idle from then on
                 elif self._may_close():
                     await workflow.wait_condition(workflow.all_handlers_finished)
-                    return
+                    return True
                 else:
                     wake_at = workflow.now() + IDLE_CLOSE_AFTER  # an action still open keeps it
 
-    @staticmethod
-    def _history_is_long() -> bool:
+    def _should_continue(self) -> bool:
+        return self._history_is_long() or self._redacted_here
+
+    def _history_is_long(self) -> bool:
         info = workflow.info()
         return (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > CONTINUE_AS_NEW_AFTER_EVENTS
+            or info.get_current_history_length() > self._continue_as_new_after_events
         )
 
     @workflow.signal
@@ -113,17 +152,43 @@ class ConversationWorkflow:
         for status in change.statuses:
             if status.operation_id not in state.operation_ids:
                 state.operation_ids.append(status.operation_id)
-            state.latest[status.operation_id] = status
+            state.latest[status.operation_id] = _summary(status)
             state.seq += 1
-            state.events.append(StreamEvent(seq=state.seq, status=status))
+            event = StreamEvent(seq=state.seq, status=status)
+            state.events.append(event)
+            self._event_bytes.append(_size(event))
             if REDACTED_MARK in status.params.values():
-                self._redact_log(status.operation_id, status.params)
-        del state.events[:-EVENT_LOG_LIMIT]
+                self._redact_log(status)
+                if status.operation_id in self._unredacted:
+                    self._unredacted.discard(status.operation_id)
+                    self._redacted_here = self._redacted_here or workflow.patched(CONTINUE_AFTER_REDACTION)
+            elif status.params:
+                self._unredacted.add(status.operation_id)
+        self._trim_log()
 
-    def _redact_log(self, operation_id: str, params: dict[str, object]) -> None:
-        for event in self._state.events:
-            if event.status.operation_id == operation_id:
-                event.status.params = dict(params)
+    def _trim_log(self) -> None:
+        """Drop the oldest snapshots beyond the log's count and byte bounds; the newest always stays."""
+        events, sizes = self._state.events, self._event_bytes
+        drop = max(0, len(events) - EVENT_LOG_LIMIT)
+        total = sum(sizes[drop:])
+        while total > EVENT_LOG_MAX_BYTES and drop < len(events) - 1:
+            total -= sizes[drop]
+            drop += 1
+        del events[:drop]
+        del sizes[:drop]
+
+    def _redact_log(self, redacted: ActionStatus) -> None:
+        """Earlier snapshots of an action whose params were redacted lose them too, with the sentences
+        that may quote them: what was said, and what a channel presented."""
+        for index, event in enumerate(self._state.events):
+            status = event.status
+            if status.operation_id != redacted.operation_id or status is redacted:
+                continue
+            status.params = dict(redacted.params)
+            status.say = redacted.say if status.state is redacted.state else REDACTED_MARK
+            if status.presented is not None:
+                status.presented = status.presented.model_copy(update={"text": REDACTED_MARK})
+            self._event_bytes[index] = _size(event)
 
     @workflow.update
     def channel_event(self, event: ChannelEvent) -> ChannelEventResult:
@@ -139,6 +204,11 @@ class ConversationWorkflow:
             return ChannelEventResult(reconcile=[])
         in_flight = [op for op, status in self._state.latest.items() if status.state in MAY_BE_IN_FLIGHT]
         return ChannelEventResult(reconcile=in_flight)
+
+    @workflow.query
+    def state(self) -> ConversationState:
+        """Everything it keeps: what the conversation is reopened with after it closed."""
+        return self._state
 
     @workflow.query
     def view(self) -> ConversationView:

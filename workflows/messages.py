@@ -1,5 +1,6 @@
 """Inputs and results of the workflows' updates, signals and queries. Pure pydantic models."""
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -18,6 +19,8 @@ class ActionStart(BaseModel):
     new: NewAction
     # Set when the workflow continues as new: the record so far.
     carried: ActionRecord | None = None
+    # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
+    continue_as_new_after: int | None = Field(default=None, ge=1)
 
 
 class Register(BaseModel):
@@ -68,6 +71,8 @@ class ConversationStart(BaseModel):
     tenant: str | None
     conversation_id: str
     carried: "ConversationState | None" = None
+    # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
+    continue_as_new_after: int | None = Field(default=None, ge=1)
 
 
 class StreamEvent(BaseModel):
@@ -90,6 +95,8 @@ class ConversationState(BaseModel):
     channels: dict[str, ChannelRecord] = Field(
         default_factory=lambda: {"voice": ChannelRecord(), "text": ChannelRecord()}
     )
+    # The last signal or update: the idle clock, which continuing as new does not restart.
+    last_activity_at: datetime | None = None
 
 
 class ChannelEvent(BaseModel):

@@ -55,6 +55,11 @@ class AsyncSandbox:
         rows = (await self.http.get("/_sandbox/requests", params={"op": "create"})).json()["requests"]
         return [row for row in rows if key in (row.get("key"), row.get("client_reference"))]
 
+    async def requests(self, key: str, op: str) -> list[dict[str, Any]]:
+        """Requests of one kind (`create`, `lookup`, `cancel`) that reached the service for this key."""
+        response = await self.http.get("/_sandbox/requests", params={"op": op, "key": key})
+        return list(response.json()["requests"])
+
     async def fault(self, service: str, op: str, mode: str, key: str, **extra: Any) -> str:
         body = {"service": service, "op": op, "mode": mode, "match_key": key, **extra}
         response = await self.http.post("/_sandbox/faults", json=body)

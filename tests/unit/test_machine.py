@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from settled.handoff import fully_presented
 from settled.kinds import load_kinds
 from settled.machine import ActionRecord, ControlRefused, NewAction, Step
 from settled.outcomes import (
@@ -245,6 +246,19 @@ def test_redaction_after_the_retention_window_keeps_the_sentence_true() -> None:
     assert set(status.params.values()) == {"[redacted]"}
     assert "b-1" in status.say and "[redacted]" not in status.say
     action.check_register("room_booking", {"room": "Ada", "day": "Thu"})  # repeats still match
+
+
+def test_redaction_takes_the_presented_text_and_keeps_what_it_was_about() -> None:
+    """The presented sentence quotes the params; once it is redacted, the handoff must still know
+    that the confirmation was fully presented (and not say it again in its redacted words)."""
+    action = record(authorized=True, redact_params_after_s=60.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(CONFIRMED, at(1))
+    action.apply_presented("voice", action.status().say, True, at(2))
+    action.tick(at(62))
+    presented = action.status().presented
+    assert presented is not None and presented.text == "[redacted]"
+    assert presented.for_state is State.CONFIRMED and fully_presented(action.status())
 
 
 @pytest.mark.parametrize(

