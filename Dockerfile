@@ -9,21 +9,27 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-# Only what the package is built from (pyproject.toml's packages); tests and docs stay out.
+# What the package is built from (pyproject.toml's packages); tests and docs stay out.
 COPY pyproject.toml ./
 COPY settled ./settled
 COPY workflows ./workflows
 COPY activities ./activities
 COPY workers ./workers
 COPY api ./api
+COPY adapters ./adapters
 COPY sandbox ./sandbox
 COPY drill ./drill
-COPY adapters ./adapters
-# The runtime dependencies only: no test or framework extras.
+COPY soak ./soak
+COPY bench ./bench
+# The server extra only: no test, tool or framework extras. Then what production never runs leaves the
+# image: the sandbox business services, the drill, the soak and the benchmark (they are built as one
+# package with the rest, and removed from it here).
 # Bytecode for everything installed: the workflow sandbox re-imports the workflow modules for every
 # workflow, and the installed tree is read-only at run time.
-RUN pip install . \
-    && python -m compileall -q "$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+RUN pip install ".[server]" \
+    && site="$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+    && rm -rf "$site/settled/sandbox" "$site/settled/drill" "$site/settled/soak" "$site/settled/bench" \
+    && python -m compileall -q "$site" \
     && rm -rf /src
 
 # An unprivileged user: the installed code is root's and read-only to it; only its home is writable.
@@ -32,4 +38,7 @@ USER 10001
 WORKDIR /home/settled
 
 EXPOSE 8000
+# For the API (the compose file gives the worker a check of its own).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
 CMD ["settled", "api", "--host", "0.0.0.0"]

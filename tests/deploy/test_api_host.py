@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from settled.cli import main, parser
+from settled.kinds import sandbox_kinds_text
 from settled.stack import StackError, ensure_free, free_port
 
 PROC_TCP = Path("/proc/net/tcp")
@@ -51,9 +52,9 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
-def _start_api(port: int, *host: str) -> subprocess.Popen[bytes]:
+def _start_api(kinds: Path, port: int, *host: str) -> subprocess.Popen[bytes]:
     # No Temporal is needed to listen: the API connects to it lazily.
-    env = {**os.environ, "SETTLED_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    env = {**os.environ, "SETTLED_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}", "SETTLED_CONFIG": str(kinds)}
     argv = [sys.executable, "-m", "settled", "api", "--api-port", str(port), *host]
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -72,10 +73,12 @@ def _wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
 
 
 @pytest.mark.skipif(not PROC_TCP.exists(), reason="reads the listening sockets from /proc/net/tcp (Linux)")
-def test_the_api_binds_exactly_the_host_it_was_given() -> None:
+def test_the_api_binds_exactly_the_host_it_was_given(tmp_path: Path) -> None:
+    kinds = tmp_path / "kinds.toml"
+    kinds.write_text(sandbox_kinds_text("http://127.0.0.1:8100"))
     default_port, container_port = free_port(), free_port()
-    default = _start_api(default_port)
-    container = _start_api(container_port, "--host", "0.0.0.0")
+    default = _start_api(kinds, default_port)
+    container = _start_api(kinds, container_port, "--host", "0.0.0.0")
     try:
         _wait_listening(default, default_port)
         _wait_listening(container, container_port)

@@ -169,10 +169,14 @@ def test_every_file_mounted_from_the_repository_exists() -> None:
                 assert (ROOT / volume.split(":")[0]).is_file(), volume
 
 
-def test_the_image_is_slim_python_311_installed_without_extras_run_as_a_user() -> None:
+def test_the_image_is_slim_python_311_with_the_server_extra_only_run_as_a_user() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11[.\d]*-slim", dockerfile, re.M)
-    assert re.search(r"^RUN pip install \.(\s|$)", dockerfile, re.M)  # `.`, not `.[test,...]`
+    assert re.search(r'^RUN pip install "\.\[server\]"(\s|$)', dockerfile, re.M)  # not test or tools
+    # What production never runs is removed from the installed package.
+    for tool in ("sandbox", "drill", "soak", "bench"):
+        assert f'"$site/settled/{tool}"' in dockerfile
+    assert re.search(r"^HEALTHCHECK .*\n.*/healthz", dockerfile, re.M)
     users = re.findall(r"^USER (\S+)", dockerfile, re.M)
     assert users and users[-1] not in ("root", "0")
     # Nothing enters the build context unless named: no .venv, no .env, no local state.
