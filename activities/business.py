@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+from settled.activities.inputs import COMPENSATE, DISPATCH, LOOKUP, BusinessCall
 from temporalio import activity
 
-from activities.inputs import COMPENSATE, DISPATCH, LOOKUP, BusinessCall
 from settled.kinds import HttpCall
 from settled.outcomes import (
     CompensationOutcome,

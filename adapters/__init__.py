@@ -8,7 +8,7 @@ Each adapter lives in its own module and imports its framework only there, so `i
     pip install 'settled[livekit]'         # adapters.livekit
 """
 
-from adapters.common import (
+from settled.adapters.common import (
     ActionKind,
     SettledChannel,
     action_kinds,

@@ -45,7 +45,7 @@ except ImportError as error:  # pragma: no cover - depends on the extra
         "adapters.openai_agents needs the OpenAI Agents SDK: pip install 'settled[openai-agents]'"
     ) from error
 
-from adapters.common import (
+from settled.adapters.common import (
     AUTHORIZE_DESCRIPTION,
     AUTHORIZE_TOOL,
     CHECK_DESCRIPTION,
@@ -53,6 +53,7 @@ from adapters.common import (
     ActionKind,
     SettledChannel,
 )
+
 from settled.client import SettledClient
 from settled.models import Channel
 

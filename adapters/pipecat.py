@@ -56,7 +56,7 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the extra
     raise ImportError("adapters.pipecat needs Pipecat: pip install 'settled[pipecat]'") from error
 
-from adapters.common import (
+from settled.adapters.common import (
     AUTHORIZE_DESCRIPTION,
     AUTHORIZE_TOOL,
     CHECK_DESCRIPTION,
@@ -66,6 +66,7 @@ from adapters.common import (
     error_answer,
     tool_answer,
 )
+
 from settled.client import SettledError, is_final
 from settled.models import ActionStatus
 from settled.states import State

@@ -1,17 +1,17 @@
 """The FastAPI application factory."""
 
 from fastapi import FastAPI
+from settled.api import errors
+from settled.api.cors import CodecCors
+from settled.api.deps import GatewayHolder
+from settled.api.limits import BodySizeLimit
+from settled.api.metrics import ApiMetrics, MeasureRequests
+from settled.api.metrics import router as metrics_router
+from settled.api.page.routes import router as page_router
+from settled.api.ratelimit import RateLimited
+from settled.api.routes import actions, codec, conversations, health
+from settled.api.routes.kinds import router as kinds_router
 
-from api import errors
-from api.cors import CodecCors
-from api.deps import GatewayHolder
-from api.limits import BodySizeLimit
-from api.metrics import ApiMetrics, MeasureRequests
-from api.metrics import router as metrics_router
-from api.page.routes import router as page_router
-from api.ratelimit import RateLimited
-from api.routes import actions, codec, conversations, health
-from api.routes.kinds import router as kinds_router
 from settled.codec import EncryptionCodec
 from settled.config import Settings
 from settled.kinds import Kinds, load_kinds

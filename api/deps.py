@@ -5,8 +5,8 @@ import asyncio
 from typing import Annotated
 
 from fastapi import Depends, Request
+from settled.api.page.access import tenant_or_link
 
-from api.page.access import tenant_or_link
 from settled.config import Settings
 from settled.gateway import Gateway, connect
 from settled.kinds import Kinds

@@ -1,9 +1,8 @@
 """Request size limit, enforced on the raw ASGI stream (Content-Length can be absent or lie)."""
 
+from settled.api.errors import send_error
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from api.errors import send_error
 
 
 class BodyTooLarge(HTTPException):

@@ -5,9 +5,8 @@ import time
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from settled.api.strict import PATH_IDS, is_identifier
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from api.strict import PATH_IDS, is_identifier
 
 log = logging.getLogger("settled.api.requests")
 router = APIRouter(tags=["metrics"])

@@ -10,10 +10,10 @@ import math
 import time
 from collections.abc import Callable
 
+from settled.api.errors import send_error
+from settled.api.page.access import key_tenant
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.errors import send_error
-from api.page.access import key_tenant
 from settled.config import RateLimit
 
 EXEMPT_PATHS = frozenset({"/healthz", "/metrics"})

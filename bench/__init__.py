@@ -1,1 +1,1 @@
-"""`python -m bench`: what durability costs, measured side by side with the bare business call."""
+"""`python -m settled.bench`: what durability costs, measured side by side with the bare business call."""

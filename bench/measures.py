@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-
-from bench.floor import Floor
-from bench.stats import summarize
+from settled.bench.floor import Floor
+from settled.bench.stats import summarize
 
 BOOKING = {"room": "Ada", "day": "Thursday"}
 REFUND = {"order_id": "o-bench", "amount": 1, "currency": "EUR"}

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from settled.bench import measures
+from settled.bench.floor import floor_worker
+from settled.bench.measures import Run, Sizes
+from settled.bench.stats import summarize
 
-from bench import measures
-from bench.floor import floor_worker
-from bench.measures import Run, Sizes
-from bench.stats import summarize
 from settled.stack import SQLITE_PRAGMAS, Ports, Stack
 
 KINDS = Path(__file__).parent / "kinds.toml"

@@ -4,8 +4,8 @@ end, reads the ground truth from the business system itself. Two benches: the sa
 
 from typing import Protocol
 
-from drill.scenario import Scenario
-from drill.truth import GroundTruth
+from settled.drill.scenario import Scenario
+from settled.drill.truth import GroundTruth
 
 HELD_TIMEOUT_S = 10.0
 QUIET_TIMEOUT_S = 15.0

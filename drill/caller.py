@@ -10,12 +10,12 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from drill.arms import Arm
-from drill.bench import Bench
-from drill.runlog import DrillTimeout, RunLog
-from drill.scenario import Scenario
-from drill.speech import speaking_time_s
-from drill.timeline import DEFINITIVE, ChannelName, Intent, Timeline, Utterance, now
+from settled.drill.arms import Arm
+from settled.drill.bench import Bench
+from settled.drill.runlog import DrillTimeout, RunLog
+from settled.drill.scenario import Scenario
+from settled.drill.speech import speaking_time_s
+from settled.drill.timeline import DEFINITIVE, ChannelName, Intent, Timeline, Utterance, now
 
 WAIT_S = 15.0
 TEXT_DEADLINE_S = 15.0

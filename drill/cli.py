@@ -10,15 +10,14 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from drill import chart, report, results
-from drill.environment import Environment, sandbox_environment
-from drill.matrix import run_matrix
-from drill.options import Options, UsageError, add_arguments, parse_options
-from drill.run import RunResult
-from drill.scenario import plan
-from drill.stack import own_stack
-from drill.timeline import now
+from settled.drill import chart, report, results
+from settled.drill.environment import Environment, sandbox_environment
+from settled.drill.matrix import run_matrix
+from settled.drill.options import Options, UsageError, add_arguments, parse_options
+from settled.drill.run import RunResult
+from settled.drill.scenario import plan
+from settled.drill.stack import own_stack
+from settled.drill.timeline import now
 
 __all__ = ["Options", "add_arguments", "drill", "exit_code", "run"]
 
@@ -29,7 +28,7 @@ EXIT_BROKEN = 2  # the drill could not run as asked (usage, stack, failed runs)
 @asynccontextmanager
 async def environment(options: Options, console: Console) -> AsyncIterator[Environment]:
     if options.target_kind is not None:
-        from drill.target_env import target_environment  # the proxy and uvicorn only when needed
+        from settled.drill.target_env import target_environment  # the proxy and uvicorn only when needed
 
         assert options.config is not None
         async with target_environment(

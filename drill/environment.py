@@ -6,15 +6,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
-
-from drill.arms import Arm
-from drill.arms.state import StateArm
-from drill.arms.transcript import TranscriptArm
-from drill.bench import Bench
-from drill.runlog import RunLog
-from drill.sandbox import SandboxBench, SandboxClient
-from drill.scenario import Scenario
-from drill.tasks import SANDBOX_TASKS, TaskKind
+from settled.drill.arms import Arm
+from settled.drill.arms.state import StateArm
+from settled.drill.arms.transcript import TranscriptArm
+from settled.drill.bench import Bench
+from settled.drill.runlog import RunLog
+from settled.drill.sandbox import SandboxBench, SandboxClient
+from settled.drill.scenario import Scenario
+from settled.drill.tasks import SANDBOX_TASKS, TaskKind
 
 HTTP_TIMEOUT_S = 40.0  # above the longest `wait` the state arm asks for
 LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)

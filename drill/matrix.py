@@ -3,9 +3,9 @@
 import asyncio
 from collections.abc import Callable
 
-from drill.bench import Bench
-from drill.run import ArmFactory, RunResult, run_one
-from drill.scenario import Scenario
+from settled.drill.bench import Bench
+from settled.drill.run import ArmFactory, RunResult, run_one
+from settled.drill.scenario import Scenario
 
 
 async def run_matrix(

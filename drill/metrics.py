@@ -1,4 +1,4 @@
-"""The drill's metrics (contract §6): one run's counts from its timeline and its ground truth, and the
+"""The drill's metrics (docs/reference.md): one run's counts from its timeline and its ground truth, and the
 summary over the runs of one arm and cut. Pure functions.
 
 A claim is judged against the truth at the moment it was made: "done" is true only while an applied,
@@ -10,9 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
-
-from drill.timeline import DEFINITIVE, Timeline, Utterance
-from drill.truth import GroundTruth
+from settled.drill.timeline import DEFINITIVE, Timeline, Utterance
+from settled.drill.truth import GroundTruth
 
 CONSENTS = ("consent", "go_ahead")
 WISHES = ("request", "change", "consent", "go_ahead")

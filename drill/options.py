@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from drill.cuts import CUTS, Cut, parse_cuts
-from drill.scenario import ARMS
+from settled.drill.cuts import CUTS, Cut, parse_cuts
+from settled.drill.scenario import ARMS
 
 DEFAULT_SEEDS = 3
 DEFAULT_CONCURRENCY = 4

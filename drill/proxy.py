@@ -22,8 +22,7 @@ from typing import Any, Literal
 
 import httpx
 import uvicorn
-
-from drill.timeline import now
+from settled.drill.timeline import now
 
 ProxyMode = Literal["delay", "drop_after_forward", "refuse", "unavailable", "hold"]
 HOP_BY_HOP = frozenset(

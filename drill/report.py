@@ -6,9 +6,8 @@ from typing import Any
 
 from rich import box
 from rich.table import Table
-
-from drill.cuts import CUTS
-from drill.results import api_latency, errored, latency, state_failures
+from settled.drill.cuts import CUTS
+from settled.drill.results import api_latency, errored, latency, state_failures
 
 # (metric, short terminal header): counts, then times; the terminal shows them as two tables.
 COUNTS = (

@@ -1,12 +1,12 @@
-"""results.json (contract §6): {"arms", "cuts", "seeds", "summary": {ARM: {CUT: METRICS}}, "runs"}."""
+"""results.json (docs/reference.md): {"arms", "cuts", "seeds", "summary": {ARM: {CUT: METRICS}}, "runs"}."""
 
 import json
 from pathlib import Path
 from typing import Any
 
-from drill.cuts import CUTS
-from drill.metrics import percentile, summarize
-from drill.run import RunResult
+from settled.drill.cuts import CUTS
+from settled.drill.metrics import percentile, summarize
+from settled.drill.run import RunResult
 
 FALSE_OR_DUPLICATE = ("duplicate_writes", "false_done", "false_not_done")
 

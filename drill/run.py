@@ -6,15 +6,14 @@ from collections.abc import Callable
 from datetime import datetime
 
 from pydantic import BaseModel, Field
-
-from drill.arms import Arm
-from drill.bench import Bench
-from drill.caller import Caller
-from drill.metrics import RunMetrics, measure
-from drill.runlog import RunLog
-from drill.scenario import Scenario
-from drill.timeline import Timeline, now
-from drill.truth import GroundTruth
+from settled.drill.arms import Arm
+from settled.drill.bench import Bench
+from settled.drill.caller import Caller
+from settled.drill.metrics import RunMetrics, measure
+from settled.drill.runlog import RunLog
+from settled.drill.scenario import Scenario
+from settled.drill.timeline import Timeline, now
+from settled.drill.truth import GroundTruth
 
 RUN_TIMEOUT_S = 90.0
 ArmFactory = Callable[[Scenario, RunLog], Arm]

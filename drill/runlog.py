@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from drill.timeline import Mark, MarkName, Sample, Timeline, Utterance, now
+from settled.drill.timeline import Mark, MarkName, Sample, Timeline, Utterance, now
 
 T = TypeVar("T")
 

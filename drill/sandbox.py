@@ -6,13 +6,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
-
-from drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S
-from drill.cuts import LATE_COMMIT_AFTER_TIMEOUT_S
-from drill.runlog import DrillTimeout
-from drill.scenario import Scenario
-from drill.stack import DRILL_TIMEOUT_S
-from drill.truth import GroundTruth, Record, Write
+from settled.drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S
+from settled.drill.cuts import LATE_COMMIT_AFTER_TIMEOUT_S
+from settled.drill.runlog import DrillTimeout
+from settled.drill.scenario import Scenario
+from settled.drill.stack import DRILL_TIMEOUT_S
+from settled.drill.truth import GroundTruth, Record, Write
 
 POLL_S = 0.05
 

@@ -4,8 +4,8 @@ small timing jitter of the scripted turns. Both arms of a scenario get the same 
 import random
 from dataclasses import dataclass
 
-from drill.cuts import Cut, Variant
-from drill.tasks import Params, TaskKind
+from settled.drill.cuts import Cut, Variant
+from settled.drill.tasks import Params, TaskKind
 
 ARMS = ("transcript", "state")
 

@@ -9,8 +9,8 @@ import time
 from collections import deque
 from typing import Any
 
-from drill.runlog import RunLog
-from drill.timeline import ChannelName, Speaker, Utterance, now
+from settled.drill.runlog import RunLog
+from settled.drill.timeline import ChannelName, Speaker, Utterance, now
 
 MS_PER_CHAR = 8.0
 

@@ -18,15 +18,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from settled.drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S
+from settled.drill.cuts import LATE_COMMIT_AFTER_TIMEOUT_S
+from settled.drill.proxy import Exchange, FaultProxy, ProxyMode
+from settled.drill.runlog import DrillTimeout
+from settled.drill.scenario import Scenario
+from settled.drill.signs import Sign, truth_from_signs
+from settled.drill.timeline import now
+from settled.drill.truth import GroundTruth, Write
 
-from drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S
-from drill.cuts import LATE_COMMIT_AFTER_TIMEOUT_S
-from drill.proxy import Exchange, FaultProxy, ProxyMode
-from drill.runlog import DrillTimeout
-from drill.scenario import Scenario
-from drill.signs import Sign, truth_from_signs
-from drill.timeline import now
-from drill.truth import GroundTruth, Write
 from settled.kinds import HttpCall, KindSpec
 from settled.templates import lookup_path, render
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import httpx
 from rich.console import Console
+from settled.drill import proxy, sample_params
+from settled.drill.environment import HTTP_TIMEOUT_S, LIMITS, Environment
+from settled.drill.stack import own_stack
+from settled.drill.target import CALLS, TargetBench, origin, rewrite
+from settled.drill.tasks import fixed_task
+from settled.drill.tomlout import kinds_file
 
-from drill import proxy, sample_params
-from drill.environment import HTTP_TIMEOUT_S, LIMITS, Environment
-from drill.stack import own_stack
-from drill.target import CALLS, TargetBench, origin, rewrite
-from drill.tasks import fixed_task
-from drill.tomlout import kinds_file
 from settled.kinds import KindSpec, load_kinds, parse_kinds
 from settled.params import InvalidParams, validate_params
 

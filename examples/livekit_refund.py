@@ -19,9 +19,9 @@ from livekit import rtc
 from livekit.agents import Agent, AgentSession, llm, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConnectOptions, NotGivenOr
 from livekit.agents.voice import io
+from settled.adapters.common import action_kinds
+from settled.adapters.livekit import SettledLiveKit
 
-from adapters.common import action_kinds
-from adapters.livekit import SettledLiveKit
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 

@@ -33,9 +33,9 @@ from agents.realtime.model_inputs import (
     RealtimeModelSendToolOutput,
     RealtimeModelSendUserInput,
 )
+from settled.adapters.common import action_kinds
+from settled.adapters.openai_agents import SettledRealtime
 
-from adapters.common import action_kinds
-from adapters.openai_agents import SettledRealtime
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 

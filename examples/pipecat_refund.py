@@ -42,9 +42,9 @@ from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import TransportParams
 from pipecat.workers.runner import WorkerRunner
+from settled.adapters.common import action_kinds
+from settled.adapters.pipecat import SettledPipecat
 
-from adapters.common import action_kinds
-from adapters.pipecat import SettledPipecat
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 

@@ -3,10 +3,10 @@
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.db import now
-from sandbox.handling import Reply, error_reply
-from sandbox.services import ServiceSpec
-from sandbox.store import Record, Store
+from settled.sandbox.db import now
+from settled.sandbox.handling import Reply, error_reply
+from settled.sandbox.services import ServiceSpec
+from settled.sandbox.store import Record, Store
 
 
 def not_found(spec: ServiceSpec, what: str) -> Reply:

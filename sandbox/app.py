@@ -5,13 +5,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
-
-from sandbox.drop import quiet_drops
-from sandbox.errors import install_error_handlers
-from sandbox.routes import control
-from sandbox.routes.business import business_router
-from sandbox.services import BOOKINGS, REFUNDS
-from sandbox.state import Sandbox
+from settled.sandbox.drop import quiet_drops
+from settled.sandbox.errors import install_error_handlers
+from settled.sandbox.routes import control
+from settled.sandbox.routes.business import business_router
+from settled.sandbox.services import BOOKINGS, REFUNDS
+from settled.sandbox.state import Sandbox
 
 
 def create_app(db_path: str | Path) -> FastAPI:

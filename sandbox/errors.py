@@ -7,9 +7,8 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from settled.sandbox.drop import is_drop
 from starlette.exceptions import HTTPException
-
-from sandbox.drop import is_drop
 
 log = logging.getLogger("sandbox")
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from sandbox.services import Op, ServiceName
+from settled.sandbox.services import Op, ServiceName
 
 Mode = Literal[
     "delay", "drop_after_apply", "fail_before_apply", "error_after_apply", "hang", "hold", "reject", "stale"

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from fastapi.responses import JSONResponse
+from settled.sandbox.drop import DroppedResponse
+from settled.sandbox.errors import error_body
+from settled.sandbox.faults import Fault, Verdict
+from settled.sandbox.requestlog import LoggedCall
+from settled.sandbox.state import Sandbox
 from starlette.requests import Request
 from starlette.responses import Response
-
-from sandbox.drop import DroppedResponse
-from sandbox.errors import error_body
-from sandbox.faults import Fault, Verdict
-from sandbox.requestlog import LoggedCall
-from sandbox.state import Sandbox
 
 HUNG_STATUS = 504
 

@@ -4,7 +4,7 @@ became of it. Tests and drills read it to count writes and to wait for a request
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.db import Database, now
+from settled.sandbox.db import Database, now
 
 
 @dataclass(frozen=True)

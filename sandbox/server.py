@@ -8,9 +8,8 @@ from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
-
-from sandbox.app import create_app
-from sandbox.state import Sandbox, sandbox_of_app
+from settled.sandbox.app import create_app
+from settled.sandbox.state import Sandbox, sandbox_of_app
 
 # Held or hanging requests would otherwise keep a stopping server waiting for ever.
 GRACEFUL_SHUTDOWN_S = 1

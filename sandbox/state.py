@@ -5,13 +5,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from settled.sandbox.db import Database
+from settled.sandbox.faults import FaultRegistry
+from settled.sandbox.requestlog import RequestLog
+from settled.sandbox.store import Store
 from starlette.applications import Starlette
 from starlette.requests import Request
-
-from sandbox.db import Database
-from sandbox.faults import FaultRegistry
-from sandbox.requestlog import RequestLog
-from sandbox.store import Store
 
 CLOSE_GRACE_S = 1.0
 

@@ -7,8 +7,8 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from sandbox.db import Database, now
-from sandbox.services import ServiceSpec
+from settled.sandbox.db import Database, now
+from settled.sandbox.services import ServiceSpec
 
 CREATED = 201
 

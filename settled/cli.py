@@ -1,4 +1,4 @@
-"""`settled`: the command line (contract §5). Thin: each command hands over to the module that owns it."""
+"""`settled`: the command line (docs/reference.md). Thin: each command hands over to its module."""
 
 import argparse
 import asyncio
@@ -75,7 +75,7 @@ def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def parser() -> argparse.ArgumentParser:
     # drill.options, not drill.cli: matplotlib loads when the drill runs, not at every start.
-    from drill.options import add_arguments as add_drill_arguments
+    from settled.drill.options import add_arguments as add_drill_arguments
 
     root = argparse.ArgumentParser(prog="settled", description=__doc__)
     sub = root.add_subparsers(dest="command", required=True)
@@ -84,7 +84,31 @@ def parser() -> argparse.ArgumentParser:
     add_drill_arguments(
         sub.add_parser("drill", help="cut a task at every dangerous moment; compare two agents")
     )
+    for name, text in TOOLS.items():  # their own parsers read the rest of the line
+        sub.add_parser(name, help=text, add_help=False).add_argument("rest", nargs=argparse.REMAINDER)
     return root
+
+
+# Tools with a command line of their own, run as `settled NAME ...`.
+TOOLS = {
+    "soak": "soak a stack of its own under faults and judge every answer (settled soak --help)",
+    "bench": "measure what durability costs beside the bare call and Temporal's floor (settled bench --help)",
+    "page-link": "print the signed link to a conversation's text page (settled page-link --help)",
+}
+
+
+def _run_tool(name: str, argv: list[str]) -> int:
+    if name == "soak":
+        from settled.soak.cli import main as soak
+
+        return soak(argv)
+    if name == "page-link":
+        from settled.api.page.cli import main as page_link
+
+        return page_link(argv)
+    from settled.bench.cli import main as bench
+
+    return bench(argv)
 
 
 def _run_part(args: argparse.Namespace) -> None:
@@ -121,6 +145,9 @@ def main(argv: list[str] | None = None) -> None:
 def _main(argv: list[str] | None = None) -> None:
     from settled.kinds import KindsFileError
 
+    line = sys.argv[1:] if argv is None else argv
+    if line and line[0] in TOOLS:
+        sys.exit(_run_tool(line[0], line[1:]))
     args = parser().parse_args(argv)
     try:
         if args.command in ("dev", "server", "worker", "api", "sandbox"):
@@ -128,7 +155,7 @@ def _main(argv: list[str] | None = None) -> None:
                 print(f"settled: warning: {warning}", file=sys.stderr, flush=True)
             _run_part(args)
         elif args.command == "drill":
-            from drill.cli import run as run_drill
+            from settled.drill.cli import run as run_drill
 
             sys.exit(run_drill(args))
         else:

@@ -1,4 +1,4 @@
-"""A small typed async client for the channel API (contract §3).
+"""A small typed async client for the channel API (docs/reference.md).
 
 One `SettledClient` holds one shared `httpx.AsyncClient`. Every answer is a pydantic model
 (`ActionStatus`, `Handoff`); every error the API answers raises `SettledAPIError` carrying the

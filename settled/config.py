@@ -1,4 +1,4 @@
-"""Settings from the environment (contract §5), validated once with messages that name the problem."""
+"""Settings from the environment (docs/reference.md), validated once with messages that name the problem."""
 
 import difflib
 import math

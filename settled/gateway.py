@@ -41,9 +41,9 @@ from settled.machine import NewAction
 from settled.models import WAIT_MAX_S, ActionStatus, CreateAction
 from settled.params import InvalidParams, validate_params
 from settled.states import IN_PROGRESS, State
-from workflows.action import ActionWorkflow
-from workflows.conversation import ConversationWorkflow
-from workflows.messages import (
+from settled.workflows.action import ActionWorkflow
+from settled.workflows.conversation import ConversationWorkflow
+from settled.workflows.messages import (
     STATUS_MEMO,
     ActionStart,
     Amend,

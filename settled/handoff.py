@@ -1,4 +1,4 @@
-"""What the next channel needs to continue truthfully (contract §3, handoff). Pure."""
+"""What the next channel needs to continue truthfully (docs/reference.md). Pure."""
 
 from typing import Literal
 

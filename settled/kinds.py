@@ -1,4 +1,4 @@
-"""Action kinds: the business-system contract, one `[kinds.NAME]` table each (contract §4).
+"""Action kinds: the business-system contract, one `[kinds.NAME]` table each (docs/reference.md).
 
 A kinds file is validated whole at start-up; every error names the file, the kind and the field.
 The `KindSpec` of an action is copied into its workflow when it starts, so a running action keeps
@@ -78,7 +78,7 @@ class KindSpec(_Strict):
     reference_field: str = "id"
     timeout_s: float = Field(default=5.0, gt=0, le=300)
     say: dict[State, str] = Field(default_factory=dict)
-    # Reconciliation of `unknown` (contract §1); the first lookup waits the initial interval.
+    # Reconciliation of `unknown` (docs/reference.md); the first lookup waits the initial interval.
     reconcile_initial_interval_s: float = Field(default=1.0, gt=0)
     reconcile_max_interval_s: float = Field(default=60.0, gt=0)
     attention_after_s: float = Field(default=300.0, ge=0)

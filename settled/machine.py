@@ -1,4 +1,4 @@
-"""The action state machine: pure, typed, in one place (contract §1).
+"""The action state machine: pure, typed, in one place (docs/reference.md).
 
 `ActionRecord` is the durable state of one action. The workflow drives it: it asks `next_step`
 what to do, performs the I/O, and feeds the business system's answer back (`on_dispatch`,

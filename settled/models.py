@@ -1,4 +1,4 @@
-"""The wire models: what channels send and what they get back (contract §2 and §3)."""
+"""The wire models: what channels send and what they get back (docs/reference.md)."""
 
 from datetime import datetime
 from typing import Annotated, Any, Literal

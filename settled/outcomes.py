@@ -1,4 +1,4 @@
-"""What a business system's answer means (contract §4), as pure functions of the answer.
+"""What a business system's answer means (docs/reference.md), as pure functions of the answer.
 
 The activities do the HTTP; these functions decide. Keeping them pure lets the rules be tested
 on their own and read in one place.

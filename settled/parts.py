@@ -75,7 +75,7 @@ def server(args: argparse.Namespace) -> None:
 
 
 def worker(_: argparse.Namespace) -> None:
-    from workers.main import main
+    from settled.workers.main import main
 
     settings = Settings.from_env()
     # The worker runs each action on the kinds copied into it, but a deployment whose kinds file is
@@ -87,7 +87,7 @@ def worker(_: argparse.Namespace) -> None:
 def api(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from api.app import create_app
+    from settled.api.app import create_app
 
     settings = Settings.from_env()
     app = create_app(settings, load_kinds(settings.kinds_file("api"), settings.sandbox_url))
@@ -100,7 +100,7 @@ def api(args: argparse.Namespace) -> None:
 
 
 def sandbox(args: argparse.Namespace) -> None:
-    from sandbox.server import serve
+    from settled.sandbox.server import serve
 
     args.data_dir.mkdir(parents=True, exist_ok=True)
     serve(port=args.sandbox_port, db_path=args.data_dir / "sandbox.sqlite3")

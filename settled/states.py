@@ -1,4 +1,4 @@
-"""The six states of a consequential action and what may be said about each (contract §1)."""
+"""The six states of a consequential action and what may be said about each (docs/reference.md)."""
 
 from enum import StrEnum
 from typing import Literal

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from settled.soak.plan import KINDS, ActionPlan, Event, make_plan, planned_events, planned_faults
+from settled.soak.truth import SETTLED_STATES, Observation, judge
 
 from settled.stack import Ports, Stack
-from soak.plan import KINDS, ActionPlan, Event, make_plan, planned_events, planned_faults
-from soak.truth import SETTLED_STATES, Observation, judge
 
 KINDS_FILE = Path(__file__).with_name("kinds.toml")
 REQUEST_TIMEOUT_S = 15.0

@@ -163,7 +163,7 @@ def duplicate_violations(records: Mapping[str, list[Record]]) -> list[Violation]
 
 
 def final_violation(status: Mapping[str, Any], records: list[Record]) -> Violation | None:
-    """The settled state must say what the records say (contract §1)."""
+    """The settled state must say what the records say (docs/reference.md)."""
     op, state = status["operation_id"], status["state"]
     standing = [r for r in records if r.reversed is None]
     reversed_ = [r for r in records if r.reversed is not None]

@@ -7,26 +7,26 @@ import sys
 from datetime import timedelta
 
 import httpx
+from settled.activities.business import BusinessActivities
+from settled.workflows.action import ActionWorkflow
+from settled.workflows.conversation import ConversationWorkflow
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.business import BusinessActivities
 from settled.config import Settings
 from settled.gateway import connect
 from settled.identity import TASK_QUEUE
 from settled.logs import configure as configure_logs
-from workflows.action import ActionWorkflow
-from workflows.conversation import ConversationWorkflow
 
 log = logging.getLogger("settled.worker")
 WORKFLOWS = [ActionWorkflow, ConversationWorkflow]
 # Pure modules shared with the API: loaded once, not re-imported per workflow run.
 PASSED_THROUGH = (
     "settled",
-    "workflows.messages",
-    "activities.inputs",
+    "settled.workflows.messages",
+    "settled.activities.inputs",
     "pydantic",
     "pydantic_core",
     "jsonschema",

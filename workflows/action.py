@@ -23,15 +23,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.business import BusinessActivities
-    from activities.inputs import BusinessCall
-    from settled import visibility
-    from settled.identity import conversation_workflow_id
-    from settled.machine import ActionRecord, ControlRefused
-    from settled.models import ActionStatus
-    from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
-    from settled.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
-    from workflows.messages import (
+    from settled.activities.business import BusinessActivities
+    from settled.activities.inputs import BusinessCall
+    from settled.workflows.messages import (
         STATUS_MEMO,
         ActionChanged,
         ActionStart,
@@ -43,6 +37,13 @@ with workflow.unsafe.imports_passed_through():
         Register,
         Registered,
     )
+
+    from settled import visibility
+    from settled.identity import conversation_workflow_id
+    from settled.machine import ActionRecord, ControlRefused
+    from settled.models import ActionStatus
+    from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+    from settled.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
 
 T = TypeVar("T")
 # Continue as new well before Temporal's own limits; the record carries everything over.

@@ -10,9 +10,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from settled.models import REDACTED_MARK, ActionStatus
-    from settled.states import MAY_BE_IN_FLIGHT, SETTLED
-    from workflows.messages import (
+    from settled.workflows.messages import (
         ActionChanged,
         ChannelEvent,
         ChannelEventResult,
@@ -23,6 +21,9 @@ with workflow.unsafe.imports_passed_through():
         EventsSince,
         StreamEvent,
     )
+
+    from settled.models import REDACTED_MARK, ActionStatus
+    from settled.states import MAY_BE_IN_FLIGHT, SETTLED
 
 # Runs started since this patch keep one idle timer, moved only when it fires, instead of cancelling
 # and restarting it on every signal (two history events and a timer write per signal saved).

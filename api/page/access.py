@@ -9,8 +9,7 @@ import hmac
 from typing import Annotated
 
 from fastapi import Header, HTTPException, Request
-
-from api.page.links import LinkError, is_link_token, verify_token
+from settled.api.page.links import LinkError, is_link_token, verify_token
 
 # (method, route template) a link token opens: what the page reads and the controls it offers. Not
 # create or amend: a link lets the customer follow and steer the work, not ask for new work.

@@ -8,10 +8,10 @@ several keys mints with its first and accepts any).
 
 Mint a link in Python:
 
-    from api.page.links import mint_link
+    from settled.api.page.links import mint_link
     url = mint_link(settings, "c-42", tenant="tenant_a", base_url="https://assist.example", ttl_s=86400)
 
-or on the command line (reads SETTLED_API_KEYS): `python -m api.page c-42 --tenant tenant_a --ttl 86400`.
+or on the command line (reads SETTLED_API_KEYS): `settled page-link c-42 --tenant tenant_a --ttl 86400`.
 Without API keys the page is open and the link carries no token.
 """
 

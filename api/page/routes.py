@@ -15,8 +15,8 @@ from string import Template
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from settled.api.page.links import LinkError, verify_token
 
-from api.page.links import LinkError, verify_token
 from settled.kinds import Kinds
 from settled.models import IDENTIFIER_PATTERN
 

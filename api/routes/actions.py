@@ -1,11 +1,12 @@
-"""The action routes (contract §3)."""
+"""The action routes (docs/reference.md)."""
 
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
+from settled.api.deps import GatewayDep, TenantDep
+from settled.api.strict import StrictJsonRoute, valid_path_ids
+from settled.workflows.messages import Present
 
-from api.deps import GatewayDep, TenantDep
-from api.strict import StrictJsonRoute, valid_path_ids
 from settled.models import (
     IDENTIFIER_PATTERN,
     WAIT_MAX_S,
@@ -16,7 +17,6 @@ from settled.models import (
     CreateAction,
     PresentedBody,
 )
-from workflows.messages import Present
 
 router = APIRouter(
     prefix="/v1/actions",

@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from google.protobuf import json_format
+from settled.api.deps import TenantDep
 from temporalio.api.common.v1 import Payload
 
-from api.deps import TenantDep
 from settled.codec import EncryptionCodec, EncryptionKeyError
 
 router = APIRouter(prefix="/codec", tags=["codec"])

@@ -1,4 +1,4 @@
-"""The conversation routes: channel events, the handoff, and the live stream (contract §3)."""
+"""The conversation routes: channel events, the handoff, and the live stream (docs/reference.md)."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Request
+from settled.api.deps import GatewayDep, TenantDep
+from settled.api.strict import StrictJsonRoute, valid_path_ids
+from settled.workflows.messages import ChannelEvent, EventsSince
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
-from api.deps import GatewayDep, TenantDep
-from api.strict import StrictJsonRoute, valid_path_ids
 from settled.gateway import Gateway
 from settled.handoff import Handoff
 from settled.models import IDENTIFIER_PATTERN, ConversationEventBody
-from workflows.messages import ChannelEvent, EventsSince
 
 router = APIRouter(
     prefix="/v1/conversations",

@@ -2,8 +2,8 @@
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from settled.api.deps import GatewayHolder
 
-from api.deps import GatewayHolder
 from settled.gateway import SettledError
 
 router = APIRouter(tags=["health"])

@@ -4,8 +4,8 @@ kinds file. Never the business system's addresses: those are the worker's busine
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
+from settled.api.deps import TenantDep
 
-from api.deps import TenantDep
 from settled.kinds import Kinds
 from settled.models import KindInfo, KindList
 

@@ -5,7 +5,7 @@ Both are deterministic scripts (no language model). The caller hears and speaks 
 
 from typing import Protocol
 
-from drill.timeline import Utterance
+from settled.drill.timeline import Utterance
 
 
 class Arm(Protocol):

@@ -17,9 +17,8 @@ from functools import partial
 from typing import Any
 
 import httpx
-
-from drill.arms.background import Background
-from drill.arms.status import (
+from settled.drill.arms.background import Background
+from settled.drill.arms.status import (
     SETTLED,
     SettledApiError,
     Status,
@@ -30,11 +29,11 @@ from drill.arms.status import (
     route_of,
     situation,
 )
-from drill.runlog import DrillTimeout, RunLog
-from drill.scenario import Scenario
-from drill.speech import Texter, Voice
-from drill.tasks import Params
-from drill.timeline import Utterance
+from settled.drill.runlog import DrillTimeout, RunLog
+from settled.drill.scenario import Scenario
+from settled.drill.speech import Texter, Voice
+from settled.drill.tasks import Params
+from settled.drill.timeline import Utterance
 
 SYNC_WAIT_S = 1.0  # how long a voice turn waits for the business system before speaking
 TEXT_WAIT_S = 5.0

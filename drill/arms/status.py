@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from drill.timeline import Claim
+from settled.drill.timeline import Claim
 
 Status = dict[str, Any]
 SETTLED = ("confirmed", "failed", "cancelled")

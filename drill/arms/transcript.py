@@ -22,13 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
-
-from drill.arms.background import Background
-from drill.runlog import RunLog
-from drill.scenario import Scenario
-from drill.speech import Texter, Voice
-from drill.tasks import Params
-from drill.timeline import Utterance
+from settled.drill.arms.background import Background
+from settled.drill.runlog import RunLog
+from settled.drill.scenario import Scenario
+from settled.drill.speech import Texter, Voice
+from settled.drill.tasks import Params
+from settled.drill.timeline import Utterance
 
 Role = Literal["user", "assistant", "tool_call", "tool_result"]
 

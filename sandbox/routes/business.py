@@ -5,14 +5,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
+from settled.sandbox.actions import Cancel, Create, Lookup
+from settled.sandbox.handling import Reply, answer, error_reply, guarded, perform
+from settled.sandbox.requestlog import LoggedCall
+from settled.sandbox.services import ServiceSpec
+from settled.sandbox.state import Sandbox, sandbox_of
+from settled.sandbox.store import Record, fingerprint
 from starlette.responses import Response
-
-from sandbox.actions import Cancel, Create, Lookup
-from sandbox.handling import Reply, answer, error_reply, guarded, perform
-from sandbox.requestlog import LoggedCall
-from sandbox.services import ServiceSpec
-from sandbox.state import Sandbox, sandbox_of
-from sandbox.store import Record, fingerprint
 
 KEY_HEADER = "Idempotency-Key"
 NOT_JSON = object()

@@ -3,11 +3,10 @@
 from typing import Any
 
 from fastapi import APIRouter, Request
-
-from sandbox.errors import ApiError
-from sandbox.faults import FaultSpec
-from sandbox.services import Op, ServiceName
-from sandbox.state import sandbox_of
+from settled.sandbox.errors import ApiError
+from settled.sandbox.faults import FaultSpec
+from settled.sandbox.services import Op, ServiceName
+from settled.sandbox.state import sandbox_of
 
 router = APIRouter(prefix="/_sandbox", tags=["sandbox"])
 

@@ -5,8 +5,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from settled.adapters.common import ActionKind, load_action_kinds
 
-from adapters.common import ActionKind, load_action_kinds
 from settled.models import ActionStatus
 from settled.stack import Stack
 from tests.client.support import RecordingClient

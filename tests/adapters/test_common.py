@@ -5,8 +5,7 @@ claim a state the channel did not speak."""
 import asyncio
 
 import pytest
-
-from adapters.common import (
+from settled.adapters.common import (
     ActionKind,
     SettledChannel,
     action_kinds,
@@ -16,6 +15,7 @@ from adapters.common import (
     load_action_kinds,
     tool_answer,
 )
+
 from settled.client import SettledAPIError, SettledClient
 from settled.models import ActionStatus
 from settled.states import State

@@ -23,9 +23,9 @@ pytest.importorskip(
 )
 
 from livekit.agents import Agent, AgentSession, CloseReason, RunContext, function_tool
+from settled.adapters.common import ActionKind, derived_operation_id
+from settled.adapters.livekit import SettledLiveKit
 
-from adapters.common import ActionKind, derived_operation_id
-from adapters.livekit import SettledLiveKit
 from examples import livekit_refund
 from examples.livekit_refund import Loudspeaker, ScriptedLLM, ScriptedTTS
 from examples.scripted import FILLER, HOLDING, RefundScript

@@ -27,9 +27,9 @@ from agents.realtime import RealtimeAgent, RealtimeRunner, RealtimeSession
 from agents.realtime.model import RealtimeModelConfig
 from agents.realtime.openai_realtime import OpenAIRealtimeWebSocketModel
 from agents.tool_context import ToolContext
+from settled.adapters.common import ActionKind, derived_operation_id
+from settled.adapters.openai_agents import HeardPlayback, SettledRealtime
 
-from adapters.common import ActionKind, derived_operation_id
-from adapters.openai_agents import HeardPlayback, SettledRealtime
 from examples import openai_agents_refund
 from examples.openai_agents_refund import ScriptedRealtimeModel, Speaker, say_and_wait
 from examples.scripted import FILLER, HOLDING, RefundScript

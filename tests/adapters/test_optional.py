@@ -17,7 +17,7 @@ class NoFrameworks(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoFrameworks())
 import adapters, adapters.common
 print("core ok")
-for module in ("adapters.openai_agents", "adapters.pipecat", "adapters.livekit"):
+for module in ("settled.adapters.openai_agents", "settled.adapters.pipecat", "settled.adapters.livekit"):
     try:
         __import__(module)
     except ImportError as error:

@@ -26,9 +26,9 @@ from pipecat.pipeline.worker import PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.llm_service import FunctionCallParams
 from pipecat.workers.runner import WorkerRunner
+from settled.adapters.common import ActionKind, derived_operation_id
+from settled.adapters.pipecat import SettledPipecat
 
-from adapters.common import ActionKind, derived_operation_id
-from adapters.pipecat import SettledPipecat
 from examples import pipecat_refund
 from examples.pipecat_refund import Bot, ScriptedLLM, ScriptedTTS, build, say
 from examples.scripted import FILLER, HOLDING, RefundScript

@@ -11,7 +11,7 @@ from pathlib import Path
 def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     run = subprocess.run(
-        [sys.executable, "-m", "bench", "--tiny", "--out", str(out)],
+        [sys.executable, "-m", "settled", "bench", "--tiny", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=170,

@@ -3,8 +3,8 @@
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from drill.timeline import Mark, MarkName, Timeline, Utterance
-from drill.truth import GroundTruth, Record, Write
+from settled.drill.timeline import Mark, MarkName, Timeline, Utterance
+from settled.drill.truth import GroundTruth, Record, Write
 
 ZERO = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 THURSDAY = {"room": "Ada", "day": "Thursday"}
@@ -61,7 +61,7 @@ def truth(*records: Record, writes: int | None = None) -> GroundTruth:
     return GroundTruth(records=list(records), writes=[Write(received_at=at(0)) for _ in range(count)])
 
 
-# The METRICS keys contract §6 requires.
+# The METRICS keys results.json must carry (docs/reference.md).
 CONTRACT_METRICS = {
     "attempts",
     "duplicate_writes",

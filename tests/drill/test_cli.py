@@ -1,16 +1,16 @@
-"""The command's options and the shape of results.json (contract §6)."""
+"""The command's options and the shape of results.json (docs/reference.md)."""
 
 import argparse
 
 import pytest
+from settled.drill.cli import exit_code
+from settled.drill.metrics import RunMetrics
+from settled.drill.options import UsageError, add_arguments, parse_options
+from settled.drill.results import build, state_failures
+from settled.drill.run import RunResult
+from settled.drill.timeline import Timeline
+from settled.drill.truth import GroundTruth
 
-from drill.cli import exit_code
-from drill.metrics import RunMetrics
-from drill.options import UsageError, add_arguments, parse_options
-from drill.results import build, state_failures
-from drill.run import RunResult
-from drill.timeline import Timeline
-from drill.truth import GroundTruth
 from tests.drill.builders import CONTRACT_METRICS, at
 
 

@@ -1,8 +1,8 @@
 """The metrics on hand-made utterance logs and record sets: every claim is judged at its own time."""
 
 import pytest
+from settled.drill.metrics import RunMetrics, measure, percentile, summarize
 
-from drill.metrics import RunMetrics, measure, percentile, summarize
 from tests.drill.builders import FRIDAY, THURSDAY, assistant, customer, mark, record, timeline, truth
 
 

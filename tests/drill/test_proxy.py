@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from settled.drill.proxy import FaultProxy, running
 
-from drill.proxy import FaultProxy, running
 from settled.stack import Stack
 from tests.helpers import Sandbox, new_id
 

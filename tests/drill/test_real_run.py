@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from settled.drill.cli import Options, drill, exit_code
+from settled.drill.cuts import CUTS
 
-from drill.cli import Options, drill, exit_code
-from drill.cuts import CUTS
 from settled.stack import Stack
 from tests.drill.builders import CONTRACT_METRICS
 from tests.helpers import Sandbox

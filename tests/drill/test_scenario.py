@@ -1,10 +1,9 @@
 """Scenarios come from the seed alone, and both arms of one get the same script."""
 
 import pytest
-
-from drill.cuts import CUTS, parse_cuts
-from drill.scenario import kinds_in_order, plan
-from drill.tasks import BOOKING, REFUND, SANDBOX_TASKS
+from settled.drill.cuts import CUTS, parse_cuts
+from settled.drill.scenario import kinds_in_order, plan
+from settled.drill.tasks import BOOKING, REFUND, SANDBOX_TASKS
 
 
 def test_a_seed_always_gives_the_same_script_and_both_arms_share_it() -> None:

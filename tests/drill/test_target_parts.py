@@ -5,11 +5,11 @@ import re
 import tomllib
 
 import pytest
+from settled.drill import sample_params
+from settled.drill.signs import Sign, truth_from_signs
+from settled.drill.target import looks_reversed, path_pattern, rewrite
+from settled.drill.tomlout import kinds_file
 
-from drill import sample_params
-from drill.signs import Sign, truth_from_signs
-from drill.target import looks_reversed, path_pattern, rewrite
-from drill.tomlout import kinds_file
 from settled.kinds import parse_kinds
 from tests.drill.builders import at
 

@@ -11,15 +11,15 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from settled.api.strict import is_identifier
 
-from api.strict import is_identifier
 from settled.stack import Stack
 from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, status, wait_for
 
 MAX_BODY = 64 * 1024  # the stack's SETTLED_MAX_BODY_BYTES (the default)
 JSON = {"content-type": "application/json"}
 
-# Ids outside contract §2's charset, as they would be sent in a JSON body.
+# Ids outside the API's charset, as they would be sent in a JSON body.
 BAD_IDS = [
     "op-é",  # non-ASCII letter
     "op-\u202e",  # right-to-left override
@@ -269,8 +269,9 @@ def test_encoded_slashes_in_a_path_id_reach_no_route(
 def test_a_malformed_path_id_never_reaches_temporal(credential: str) -> None:
     """Against an app whose Temporal is unreachable: a good id is a 503 (it tried), a bad one a 422
     (it did not), on every route — also with a page link, whose action routes look the action up."""
-    from api.app import create_app
-    from api.page.links import mint_link
+    from settled.api.app import create_app
+    from settled.api.page.links import mint_link
+
     from settled.config import Settings
 
     key = "acme-key-0123456789"

@@ -1,4 +1,4 @@
-"""Processes SIGKILLed at chosen moments of a write, then restarted (issue #6, Jepsen-style: a write
+"""Processes SIGKILLed at chosen moments of a write, then restarted (Jepsen-style: a write
 whose answer was lost is indeterminate, never failed).
 
 The moments are made exact with the sandbox, not with timing: a write is *held* at the service

@@ -79,7 +79,8 @@ def test_api_keys_scope_every_id_to_its_tenant(encrypted_stack: Stack) -> None:
 
 def test_without_a_key_the_answer_is_401_even_when_temporal_is_down(tmp_path: Path) -> None:
     env = {"SETTLED_API_KEYS": f"acme:{KEY}", "SETTLED_TEMPORAL_ADDRESS": "127.0.0.1:1"}
-    from api.app import create_app
+    from settled.api.app import create_app
+
     from settled.config import Settings
 
     app = create_app(Settings.from_env(env))

@@ -1,4 +1,4 @@
-"""Outages of what settled depends on, with writes in flight (issue #6): the business service down for
+"""Outages of what settled depends on, with writes in flight: the business service down for
 30 s, and the Temporal server SIGKILLed mid-dispatch and restarted on its data dir.
 
 A witness reads every action's status throughout and each answer is judged against the sandbox's

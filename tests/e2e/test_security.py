@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from settled.api.page.links import mint_link
 
-from api.page.links import mint_link
 from settled.config import Settings
 from settled.stack import Ports, Stack, free_port
 from tests.helpers import BOOKING, Sandbox, api_client, create, new_id, start_stack, wait_for
@@ -163,7 +163,7 @@ def test_another_tenants_conversation_is_an_empty_one_of_ones_own(
     acme: httpx.Client, globex: httpx.Client, truth: Sandbox, acme_action: dict[str, Any]
 ) -> None:
     """Ids are scoped per tenant: to globex, acme's conversation id names a conversation of globex's
-    that has nothing yet — 200 `idle` (contract §3), never a 404 that would tell the id is taken
+    that has nothing yet — 200 `idle` (docs/reference.md), never a 404 that would tell the id is taken
     elsewhere. What globex records there stays in its own conversation."""
     before = _owner_view(acme, acme_action)
     conversation = acme_action["conversation_id"]

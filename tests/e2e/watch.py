@@ -8,8 +8,7 @@ from collections import Counter
 from types import TracebackType
 
 import httpx
-
-from soak.truth import Observation, Verdict, judge
+from settled.soak.truth import Observation, Verdict, judge
 
 READ_TIMEOUT_S = 5.0
 ROUND_PAUSE_S = 0.1

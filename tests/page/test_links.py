@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from settled.api.app import create_app
+from settled.api.page.links import LinkError, mint_link, mint_token, verify_token
 
-from api.app import create_app
-from api.page.links import LinkError, mint_link, mint_token, verify_token
 from settled.config import Settings, parse_api_keys
 from settled.stack import Stack, free_port
 from tests.helpers import BOOKING, Sandbox, new_id, wait_for

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from settled.sandbox.app import create_app
+from settled.sandbox.server import listen, make_server
 
-from sandbox.app import create_app
-from sandbox.server import listen, make_server
 from tests.helpers import wait_for
 
 T = TypeVar("T")

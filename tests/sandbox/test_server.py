@@ -1,4 +1,4 @@
-"""`python -m sandbox` as a real process: it serves, stops cleanly on signals, and says when the
+"""`settled sandbox` as a real process: it serves, stops cleanly on signals, and says when the
 port is taken."""
 
 import signal
@@ -19,7 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start(port: int, db: Path) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "sandbox", "--port", str(port), "--db", str(db)]
+    argv = [
+        sys.executable,
+        "-m",
+        "settled",
+        "sandbox",
+        "--sandbox-port",
+        str(port),
+        "--data-dir",
+        str(db.parent),
+    ]
     return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

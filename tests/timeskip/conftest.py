@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
+from settled.api.app import create_app
+from settled.workers.main import build_worker
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
-from api.app import create_app
 from settled import visibility
 from settled.codec import data_converter
 from settled.config import Settings
@@ -25,7 +26,6 @@ from settled.stack import Ports, Stack
 from tests.client.support import AsyncSandbox
 from tests.helpers import kinds_file
 from tests.timeskip.support import KINDS, Harness, time_skipping_server
-from workers.main import build_worker
 
 
 @pytest.fixture(scope="session")

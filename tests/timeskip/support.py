@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 from google.protobuf.message import Message
+from settled.workers.main import WORKFLOWS, workflow_runner
+from settled.workflows.messages import EventsSince
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
@@ -19,8 +21,6 @@ from settled.gateway import Gateway, SettledError
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.kinds import Kinds
 from tests.client.support import AsyncSandbox
-from workers.main import WORKFLOWS, workflow_runner
-from workflows.messages import EventsSince
 
 KINDS = Path(__file__).parent / "kinds.toml"
 DAY = timedelta(days=1)

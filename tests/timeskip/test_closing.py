@@ -4,13 +4,13 @@ after 30 idle days. What every route answers afterwards."""
 import json
 from datetime import timedelta
 
+from settled.api.routes.conversations import _events
+from settled.workflows.messages import EventsSince
 from temporalio.client import WorkflowExecutionStatus
 
-from api.routes.conversations import _events
 from settled.identity import action_workflow_id, conversation_workflow_id
 from tests.client.support import eventually, new_id
 from tests.timeskip.support import DAY, Harness
-from workflows.messages import EventsSince
 
 BOOKING = {"room": "Ada", "day": "Thursday"}
 

@@ -5,13 +5,13 @@ however large the actions' params are."""
 from datetime import timedelta
 from typing import Any
 
+from settled.workflows.conversation import EVENT_LOG_MAX_BYTES
+from settled.workflows.messages import ConversationStart
 from temporalio.client import WorkflowExecutionStatus
 
 from settled.identity import conversation_workflow_id
 from tests.client.support import eventually, new_id
 from tests.timeskip.support import DAY, Harness
-from workflows.conversation import EVENT_LOG_MAX_BYTES
-from workflows.messages import ConversationStart
 
 BOOKING = {"room": "Ada", "day": "Thursday"}
 REFUND = {"order_id": "o-9", "amount": 3.0, "currency": "EUR"}

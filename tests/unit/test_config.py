@@ -159,7 +159,8 @@ def test_a_broken_kinds_file_is_refused_naming_the_key(text: str, named: str) ->
 
 def test_the_kinds_files_in_the_repository_still_load() -> None:
     """The stricter checks refuse nothing that settled itself ships or tests with."""
-    from drill.stack import drill_kinds
+    from settled.drill.stack import drill_kinds
+
     from settled.kinds import load_kinds
 
     root = Path(__file__).parents[2]

@@ -1,4 +1,4 @@
-"""The state machine on its own: the rules of contract §1, without Temporal or HTTP."""
+"""The state machine on its own: the rules of the states (docs/reference.md), without Temporal or HTTP."""
 
 from datetime import UTC, datetime, timedelta
 

@@ -1,8 +1,8 @@
 """The rate limit's token bucket on a hand-driven clock (tests/e2e/test_security.py: the API)."""
 
 import pytest
+from settled.api.ratelimit import TokenBuckets
 
-from api.ratelimit import TokenBuckets
 from settled.config import RateLimit
 
 

@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from settled.workers.main import WORKFLOWS, workflow_runner
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
-
-from workers.main import WORKFLOWS, workflow_runner
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 HISTORIES = sorted(GOLDEN.glob("*.json"))

@@ -1,16 +1,15 @@
-"""`python -m bench [--tiny] [--out DIR]`: start a stack, measure, print the tables, write JSON."""
+"""`settled bench [--tiny] [--out DIR]`: start a stack, measure, print the tables, write JSON."""
 
 import argparse
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
+from settled.bench.measures import Sizes
+from settled.bench.report import markdown, rich_tables
+from settled.bench.runner import run_bench
 
-from bench.measures import Sizes
-from bench.report import markdown, rich_tables
-from bench.runner import run_bench
 from settled.stack import SQLITE_PRAGMAS
 
 
@@ -32,7 +31,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="settled bench", description=__doc__)
     parser.add_argument("--tiny", action="store_true", help="a few samples each: proves it works (CI)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where results.json goes")
     parser.add_argument("--throughput-s", type=float, help="seconds of the sustained-throughput run")
@@ -75,7 +74,3 @@ def main(argv: list[str] | None = None) -> int:
         out.print(table)
     out.print(f"written: {args.out / 'results.json'}, {args.out / 'results.md'}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,15 +1,16 @@
-"""`python -m api.page CONVERSATION_ID [--tenant T] [--ttl SECONDS] [--base-url URL]`: print the link to
+"""`settled page-link CONVERSATION_ID [--tenant T] [--ttl SECONDS] [--base-url URL]`: print the link to
 a conversation's text page, signed with the tenant's key from SETTLED_API_KEYS when keys are configured."""
 
 import argparse
 import sys
 
-from api.page.links import mint_link
+from settled.api.page.links import mint_link
+
 from settled.config import Settings, SettingsError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m api.page", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="settled page-link", description=__doc__.split("\n")[0])
     parser.add_argument("conversation_id")
     parser.add_argument("--tenant", help="the tenant whose API key signs the link (needed with API keys)")
     parser.add_argument(
@@ -24,7 +25,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

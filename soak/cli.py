@@ -1,15 +1,14 @@
-"""`python -m soak`: soak a stack of its own and check every answer; exits 1 on any violation."""
+"""`settled soak`: soak a stack of its own and check every answer; exits 1 on any violation."""
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from soak.run import SoakConfig, run_soak, summary
+from settled.soak.run import SoakConfig, run_soak, summary
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m soak", description=__doc__)
+    parser = argparse.ArgumentParser(prog="settled soak", description=__doc__)
     parser.add_argument("--actions", type=int, default=100, help="actions in all (default 100)")
     parser.add_argument("--concurrency", type=int, default=100, help="actions live at once at most")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds over which actions run")
@@ -42,7 +41,3 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(violation))
     print(f"report: {args.report}")
     return 1 if report["violation_count"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
