@@ -32,6 +32,7 @@ from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.stack import Stack
 from settled.states import State
 from tests.adapters.conftest import SentClient
+from tests.adapters.heard import owed, recorded_heard, sent
 from tests.client.support import AsyncSandbox, RecordingClient, eventually, new_id, refund
 
 # How long the TTS speaks per character, played in real time: the confirmation lasts about 1 s.
@@ -211,25 +212,6 @@ async def call(
         await bridge.aclose()
 
 
-async def _owed(settled: SentClient, conversation: str, op: str) -> None:
-    """The refund confirmed, its sentence cut: recorded as not completed, and owed to the next channel."""
-    action = await settled.get(op)
-    assert action.state is State.CONFIRMED
-    assert action.presented is not None and action.presented.completed is False
-    assert action.presented.for_state is State.CONFIRMED and action.business_ref in action.presented.text
-    handoff = await settled.handoff(conversation)
-    assert handoff.work == "stopped" and handoff.say == action.say
-
-
-async def _presented(settled: SentClient, op: str) -> bool:
-    action = await settled.get(op)
-    return action.presented is not None and action.presented.completed
-
-
-async def _sent(settled: SentClient, what: tuple[str, str | None]) -> bool:
-    return what in settled.sent
-
-
 @pytest.mark.parametrize("disconnect", [True, False], ids=["participant-disconnect", "session-close"])
 @pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
 async def test_a_hang_up_mid_confirmation_leaves_it_owed(
@@ -246,7 +228,7 @@ async def test_a_hang_up_mid_confirmation_leaves_it_owed(
         await c.speaker.until(FILLER)
         await c.speaker.until("Your reference", heard_ms=150)  # the hang-up, mid-confirmation
     assert len(await truth.refunds_for(params["order_id"])) == 1
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op, verbatim=False)
     reason = "hangup" if disconnect else "ended_by_agent"
     # Closing interrupts the speech (LiveKit also reports that as an interruption), then closes.
     assert [entry for entry in settled.sent if entry[0] == "presented"] == [("presented", "cut")]
@@ -262,7 +244,7 @@ async def test_a_confirmation_heard_to_its_end_is_not_repeated(
     async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms, disconnect=True) as c:
         c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
         await c.speaker.until("Your reference")
-        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
     action = await settled.get(op)
     assert action.presented is not None and action.presented.completed and action.presented.text == action.say
     assert (await settled.handoff(conversation)).say == ""
@@ -278,8 +260,8 @@ async def test_a_barge_in_during_the_confirmation_cuts_it(
         c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
         await c.speaker.until("Your reference", heard_ms=150)
         await c.session.interrupt()
-        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
-    await _owed(settled, conversation, op)
+        await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
+    await owed(settled, conversation, op, verbatim=False)
     assert ("interrupted", None) in settled.sent
 
 
@@ -299,7 +281,7 @@ async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_
         await c.session.interrupt()
         await truth.release(hold)
         await c.speaker.until("Your reference")
-        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
     action = await settled.get(op)
     assert action.presented is not None and action.presented.completed and action.presented.text == action.say
     assert (await settled.handoff(conversation)).say == ""
@@ -319,9 +301,9 @@ async def test_a_holding_line_after_a_barge_in_presents_nothing(
         await c.session.interrupt()  # the caller cuts in ...
         c.session.generate_reply(user_input="Are you still there?")  # ... and is answered
         await c.speaker.until(HOLDING)
-        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+        await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.speaker.heard_of(HOLDING) >= len(HOLDING) * MS_PER_CHAR * 0.9
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op, verbatim=False)
     assert ("presented", "heard") not in settled.sent
 
 

@@ -33,10 +33,10 @@ from settled.adapters.openai_agents import HeardPlayback, SettledRealtime
 from examples import openai_agents_refund
 from examples.openai_agents_refund import ScriptedRealtimeModel, Speaker, say_and_wait
 from examples.scripted import FILLER, HOLDING, RefundScript
-from settled.models import ActionStatus
 from settled.stack import Stack
 from settled.states import State
 from tests.adapters.conftest import SentClient
+from tests.adapters.heard import heard_in_full, owed, recorded_heard, sent
 from tests.adapters.realtime_server import ScriptedRealtimeServer
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
 
@@ -141,17 +141,6 @@ async def _play(bridge: SettledRealtime, session: RealtimeSession, speaker: Spea
         speaker.take(event)
 
 
-async def _owed(settled: SentClient, conversation: str, op: str) -> ActionStatus:
-    """The refund confirmed, its sentence cut: recorded as not completed, and owed to the next channel."""
-    action = await settled.get(op)
-    assert action.state is State.CONFIRMED
-    assert action.presented is not None and action.presented.completed is False
-    assert action.presented.for_state is State.CONFIRMED and action.presented.text == action.say
-    handoff = await settled.handoff(conversation)
-    assert handoff.work == "stopped" and handoff.say == action.say
-    return action
-
-
 @pytest.mark.parametrize("async_tool_calls", [True, False], ids=["async-tools", "inline-tools"])
 @pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
 async def test_a_hang_up_mid_confirmation_leaves_it_owed(
@@ -172,7 +161,7 @@ async def test_a_hang_up_mid_confirmation_leaves_it_owed(
     assert c.speaker.heard_of("Done:") < SPEECH_MS
 
     assert len(await truth.refunds_for(params["order_id"])) == 1
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
     assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
 
 
@@ -185,13 +174,9 @@ async def test_a_confirmation_heard_to_its_end_is_not_repeated(
     async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms) as c:
         await c.session.send_message(f"Please refund order {params['order_id']}.")
         await c.speaker.until("Done:")  # played to its end, then the caller hangs up
-        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
 
-    action = await settled.get(op)
-    assert action.presented is not None and action.presented.completed
-    assert action.presented.text == action.say == c.script.said[-1]
-    assert (await settled.handoff(conversation)).say == ""
-    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+    await heard_in_full(settled, conversation, op, c.script.said[-1])
 
 
 async def test_a_barge_in_during_the_confirmation_cuts_it(
@@ -203,9 +188,9 @@ async def test_a_barge_in_during_the_confirmation_cuts_it(
         await c.session.send_message(f"Please refund order {params['order_id']}.")
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
         await c.model.barge_in()  # the output drops the rest; the caller then hangs up
-        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+        await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.speaker.heard_of("Done:") < SPEECH_MS
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
     assert ("interrupted", None) in settled.sent
 
 
@@ -219,9 +204,9 @@ async def test_a_barge_in_during_a_holding_line_cuts_the_confirmation_queued_beh
         await c.speaker.until(HOLDING, heard_ms=SPEECH_MS / 3)
         assert c.speaker.item_saying("Done:") is not None  # generated, queued, not played
         await c.model.barge_in()
-        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+        await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.speaker.heard_of("Done:") == 0
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
 
 
 async def test_a_hang_up_after_a_holding_line_mid_confirmation_leaves_it_owed(
@@ -233,7 +218,7 @@ async def test_a_hang_up_after_a_holding_line_mid_confirmation_leaves_it_owed(
         await c.session.send_message(f"Please refund order {params['order_id']}.")
         await c.speaker.until(HOLDING)  # heard to its end: it presents nothing
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
     assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
 
 
@@ -252,7 +237,7 @@ async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_
         await c.model.barge_in()
         await truth.release(hold)
         await c.speaker.until("Done:")
-        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
     assert c.speaker.heard_of(FILLER) < SPEECH_MS
     action = await settled.get(op)
     assert action.presented is not None and action.presented.completed and action.presented.text == action.say
@@ -285,7 +270,7 @@ async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
         await say_and_wait(c.session, model, "Please try again.")
         await say_and_wait(c.session, model, "Did you do it?")
         await c.speaker.until(script.said[-1])  # the caller hears the answer, then hangs up
-        await eventually(lambda: _presented(settled, op), what="the answer recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the answer recorded as heard")
 
     records = await truth.refunds_for(params["order_id"])
     action = await settled.get(op)
@@ -349,7 +334,7 @@ async def test_over_the_websocket_model_a_hang_up_mid_confirmation_leaves_it_owe
         await c.session.send_message(f"Please refund order {params['order_id']}.")
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
     assert len(await truth.refunds_for(params["order_id"])) == 1
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
     assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
 
 
@@ -362,8 +347,8 @@ async def test_over_the_websocket_model_the_service_s_barge_in_cuts_the_confirma
         await c.session.send_message(f"Please refund order {params['order_id']}.")
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
         await c.server.barge_in()  # speech_started: the SDK reports audio_interrupted
-        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
-    await _owed(settled, conversation, op)
+        await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
+    await owed(settled, conversation, op)
     assert ("interrupted", None) in settled.sent
 
 
@@ -375,7 +360,7 @@ async def test_over_the_websocket_model_a_confirmation_heard_to_its_end_is_not_r
     async with call_over_websocket(settled, refund_kind, conversation, params) as c:
         await c.session.send_message(f"Please refund order {params['order_id']}.")
         await c.speaker.until("Done:")
-        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
     assert (await settled.handoff(conversation)).say == ""
     assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
 
@@ -392,15 +377,6 @@ def test_generated_and_played_audio_are_measured_alike_in_the_session_s_format(
     assert playback.ms_of(bytes(bytes_per_s)) == pytest.approx(1000)
     playback.on_play_bytes("item_1", 0, bytes(bytes_per_s // 2))
     assert played == [("item_1", pytest.approx(500))]
-
-
-async def _presented(settled: SentClient, op: str) -> bool:
-    action = await settled.get(op)
-    return action.presented is not None and action.presented.completed
-
-
-async def _sent(settled: SentClient, what: tuple[str, str | None]) -> bool:
-    return what in settled.sent
 
 
 async def test_a_go_ahead_is_asked_for_when_the_call_is_not_the_authorization(

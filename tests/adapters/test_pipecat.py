@@ -35,6 +35,7 @@ from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.stack import Stack
 from settled.states import State
 from tests.adapters.conftest import SentClient
+from tests.adapters.heard import heard_in_full, owed, recorded_heard, sent
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
 
 # How long the TTS speaks per character, played in real time: the confirmation lasts about 1 s.
@@ -118,7 +119,7 @@ async def test_with_settled_the_interruption_cancels_nothing_and_there_is_one_re
         await say(c.worker, c.llm, "Please try again.")
         await say(c.worker, c.llm, "Did you do it?")
         await speaker.until(script.said[-1])  # heard to its end, then the caller hangs up
-        await eventually(lambda: _presented(settled, op), what="the answer recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the answer recorded as heard")
 
     records = await truth.refunds_for(params["order_id"])
     action = await settled.get(op)
@@ -150,7 +151,7 @@ async def test_a_hang_up_mid_confirmation_leaves_it_owed(
     assert c.bot.speaker.heard_of("Done:") < _length(c.script.said[-1])
 
     assert len(await truth.refunds_for(params["order_id"])) == 1
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
     reason = "hangup" if end is EndFrame else "dropped"
     assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", reason)]
 
@@ -164,13 +165,9 @@ async def test_a_confirmation_heard_to_its_end_is_not_repeated(
     async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms) as c:
         await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
         await c.bot.speaker.until("Done:")
-        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
 
-    action = await settled.get(op)
-    assert action.presented is not None and action.presented.completed
-    assert action.presented.text == action.say == c.script.said[-1]
-    assert (await settled.handoff(conversation)).say == ""
-    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+    await heard_in_full(settled, conversation, op, c.script.said[-1])
 
 
 async def test_a_barge_in_during_the_confirmation_cuts_it(
@@ -182,9 +179,9 @@ async def test_a_barge_in_during_the_confirmation_cuts_it(
         await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
         await c.bot.speaker.until("Done:", heard_ms=300)
         await c.worker.queue_frame(InterruptionFrame())  # the output drops the rest
-        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+        await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.bot.speaker.heard_of("Done:") < _length(c.script.said[-1])
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
     assert ("interrupted", None) in settled.sent
 
 
@@ -198,9 +195,9 @@ async def test_a_barge_in_during_a_holding_line_cuts_the_confirmation_queued_beh
         await c.bot.speaker.until(HOLDING, heard_ms=100)
         await said(c.script, 1)  # the confirmation is generated, queued behind the holding line
         await c.worker.queue_frame(InterruptionFrame())
-        await eventually(lambda: _sent(settled, ("presented", "cut")), what="the cut recorded")
+        await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.bot.speaker.heard_of("Done:") == 0
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
 
 
 async def test_a_holding_line_right_before_the_confirmation_presents_nothing(
@@ -212,7 +209,7 @@ async def test_a_holding_line_right_before_the_confirmation_presents_nothing(
         await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
         await c.bot.speaker.until(HOLDING)  # heard to its end: the bot stops speaking after it
         await c.bot.speaker.until("Done:", heard_ms=300)  # and the caller hangs up here
-    await _owed(settled, conversation, op)
+    await owed(settled, conversation, op)
     assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
 
 
@@ -231,7 +228,7 @@ async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_
         await c.worker.queue_frame(InterruptionFrame())
         await truth.release(hold)
         await c.bot.speaker.until("Done:")
-        await eventually(lambda: _presented(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
     assert c.bot.speaker.heard_of(FILLER) < _length(FILLER)
     action = await settled.get(op)
     assert action.presented is not None and action.presented.completed and action.presented.text == action.say
@@ -288,27 +285,8 @@ async def call(
         await bridge.aclose()
 
 
-async def _owed(settled: SentClient, conversation: str, op: str) -> None:
-    """The refund confirmed, its sentence cut: recorded as not completed, and owed to the next channel."""
-    action = await settled.get(op)
-    assert action.state is State.CONFIRMED
-    assert action.presented is not None and action.presented.completed is False
-    assert action.presented.for_state is State.CONFIRMED and action.presented.text == action.say
-    handoff = await settled.handoff(conversation)
-    assert handoff.work == "stopped" and handoff.say == action.say
-
-
 def _length(text: str) -> float:
     return len(text) * MS_PER_CHAR
-
-
-async def _presented(settled: SentClient, op: str) -> bool:
-    action = await settled.get(op)
-    return action.presented is not None and action.presented.completed
-
-
-async def _sent(settled: SentClient, what: tuple[str, str | None]) -> bool:
-    return what in settled.sent
 
 
 async def test_a_dropped_pipeline_leaves_the_action_running_and_the_handoff_tells_it(
