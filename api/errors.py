@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import Send
 
-from settled.gateway import SettledError
+from settled.gateway import GatewayError
 
 log = logging.getLogger("settled.api")
 
@@ -35,8 +35,8 @@ def _location(loc: tuple[object, ...]) -> str:
 
 
 def install(app: FastAPI) -> None:
-    @app.exception_handler(SettledError)
-    async def settled_error(_: Request, error: SettledError) -> JSONResponse:
+    @app.exception_handler(GatewayError)
+    async def settled_error(_: Request, error: GatewayError) -> JSONResponse:
         return error_response(error.http_status, error.code, error.message)
 
     @app.exception_handler(RequestValidationError)

@@ -15,7 +15,7 @@ from settled.bench.floor import floor_worker
 from settled.bench.measures import Run, Sizes
 from settled.bench.stats import summarize
 
-from settled.stack import SQLITE_PRAGMAS, Ports, Stack
+from settled.stack import SQLITE_PRAGMAS, Stack
 
 KINDS = Path(__file__).parent / "kinds.toml"
 NOT_DEDUPLICATED = "refund_nodedup"
@@ -83,11 +83,10 @@ def start_stack(
     sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS,
     workers: int = 1,
 ) -> Stack:
-    ports = Ports.free()
-    kinds = data_dir / "kinds.toml"
-    kinds.write_text(KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
     env = {"SETTLED_RATE_LIMIT": "off", **extra_env}
-    stack = Stack(data_dir, ports, config=kinds, ui=False, extra_env=env, sqlite_pragmas=sqlite_pragmas)
+    stack = Stack.on_free_ports(
+        data_dir, KINDS.read_text(), ui=False, extra_env=env, sqlite_pragmas=sqlite_pragmas
+    )
     stack.start()
     for n in range(2, workers + 1):  # more worker processes on the same task queue
         stack.start_worker(f"worker-{n}")

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from settled.stack import Ports, Stack
+from settled.stack import Stack
 
 # The sandbox kinds, with reconciliation fast enough for a drill (the defaults look up after 1 s
 # and back off to a minute). The first lookup still waits long enough that an "in transit" cut
@@ -67,10 +67,9 @@ def drill_kinds(sandbox_url: str) -> str:
 async def own_stack(kinds_text: str | None = None, with_sandbox: bool = True) -> AsyncIterator[Stack]:
     """A whole stack in a temporary data dir (kept, with its logs, only if the drill fails)."""
     data_dir = Path(tempfile.mkdtemp(prefix="settled-drill-"))
-    ports = Ports.free()
-    kinds = data_dir / "kinds.toml"
-    kinds.write_text(kinds_text or drill_kinds(f"http://127.0.0.1:{ports.sandbox}"))
-    stack = Stack(data_dir, ports, config=kinds, sandbox=with_sandbox, ui=False)
+    # Left as a placeholder, the sandbox URL is filled in by the stack with its own sandbox's.
+    template = kinds_text or drill_kinds("@SANDBOX_URL@")
+    stack = Stack.on_free_ports(data_dir, template, sandbox=with_sandbox, ui=False)
     await asyncio.to_thread(stack.start)
     failed = True
     try:

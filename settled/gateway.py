@@ -1,6 +1,6 @@
 """The one place that talks to Temporal on behalf of channels (the API) and operators (the CLI).
 
-Every call is scoped to a tenant (None without API keys). Failures come out as `SettledError`
+Every call is scoped to a tenant (None without API keys). Failures come out as `GatewayError`
 carrying the contract's error code, so the API and the CLI report them the same way.
 """
 
@@ -79,7 +79,10 @@ HTTP_STATUS = {
 _CLOSED_ANSWER = {"amend": "not_amendable", "cancel": "cannot_cancel", "presented": "not_amendable"}
 
 
-class SettledError(Exception):
+class GatewayError(Exception):
+    """A call the API answers with an error: `code` is the API's error code (not_found,
+    operation_conflict, temporal_unavailable, ...). The client's errors are `settled.client`'s own."""
+
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -99,7 +102,7 @@ async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
             runtime=runtime,
         )
     except RuntimeError as error:  # the SDK's core reports connection failures this way
-        raise SettledError(
+        raise GatewayError(
             "temporal_unavailable", f"cannot reach Temporal at {settings.temporal_address}: {error}"
         ) from None
 
@@ -137,13 +140,13 @@ class Gateway:
         """(created, status). Nothing is recorded unless the kind and params are valid."""
         kind = self.kinds.get(body.kind)
         if kind is None:
-            raise SettledError(
+            raise GatewayError(
                 "unknown_kind", f"unknown kind {body.kind!r}; known: {', '.join(self.kinds.names())}"
             )
         try:
             validate_params(kind, body.params)
         except InvalidParams as error:
-            raise SettledError("invalid_params", str(error)) from None
+            raise GatewayError("invalid_params", str(error)) from None
         operation_id = body.operation_id or f"op_{uuid.uuid4().hex}"
         new = NewAction(
             operation_id=operation_id,
@@ -206,7 +209,7 @@ class Gateway:
             lambda: self._action(tenant, operation_id).query(ActionWorkflow.conflict, register)
         )
         if conflict:
-            raise SettledError("operation_conflict", conflict)
+            raise GatewayError("operation_conflict", conflict)
         return await self.get(tenant, operation_id)
 
     async def _track(self, tenant: str | None, conversation_id: str, operation_id: str) -> None:
@@ -280,14 +283,14 @@ class Gateway:
         handle = self._action(tenant, operation_id)
         try:
             return await self._guard(lambda: handle.execute_update(update, arg), getattr(arg, "wait_s", 0.0))
-        except SettledError as error:
+        except GatewayError as error:
             if error.code == "noop":
                 # Nothing to change, but a caller who asked to wait still gets the verified outcome.
                 return await self._await_verified(tenant, operation_id, getattr(arg, "wait_s", 0.0))
             if error.code == "not_found" and await self._has_closed(handle):
                 if name in _CLOSED_ANSWER:
                     message = "the action is settled and its record is closed"
-                    raise SettledError(_CLOSED_ANSWER[name], message) from None
+                    raise GatewayError(_CLOSED_ANSWER[name], message) from None
                 return await self.get(tenant, operation_id)
             raise
 
@@ -296,7 +299,7 @@ class Gateway:
         NOT_FOUND, like one to a workflow that never existed; its description tells them apart."""
         try:
             description = await self._guard(handle.describe)
-        except SettledError as error:
+        except GatewayError as error:
             if error.code == "not_found":
                 return False
             raise
@@ -331,7 +334,7 @@ class Gateway:
             try:
                 validate_params(kind, params)
             except InvalidParams as error:
-                raise SettledError("invalid_params", str(error)) from None
+                raise GatewayError("invalid_params", str(error)) from None
         return await self._control(tenant, operation_id, "amend", ActionWorkflow.amend, Amend(params=params))
 
     async def cancel(
@@ -389,7 +392,7 @@ class Gateway:
                     ActionWorkflow.reconcile, request, wait_for_stage=WorkflowUpdateStage.ACCEPTED
                 )
             )
-        except SettledError as error:
+        except GatewayError as error:
             if error.code not in ("noop", "not_found"):
                 raise
 
@@ -398,7 +401,7 @@ class Gateway:
             view = await self._guard(
                 lambda: self._conversation(tenant, conversation_id).query(ConversationWorkflow.view)
             )
-        except SettledError as error:
+        except GatewayError as error:
             if error.code != "not_found":
                 raise
             return build_handoff(conversation_id, Channels(), [], {})
@@ -406,7 +409,7 @@ class Gateway:
         async def status_of(operation_id: str) -> ActionStatus | None:
             try:
                 return await self.get(tenant, operation_id)
-            except SettledError as error:
+            except GatewayError as error:
                 if error.code != "not_found":
                     raise
                 return None  # tracked, but its start never happened (a crash between, or a conflict)
@@ -425,7 +428,7 @@ class Gateway:
                     ConversationWorkflow.events_since, since
                 )
             )
-        except SettledError as error:
+        except GatewayError as error:
             if error.code == "not_found":
                 return None
             raise
@@ -456,7 +459,7 @@ class Gateway:
         try:
             return await asyncio.wait_for(call(), wait_s + ANSWER_GRACE_S)
         except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-            raise SettledError(
+            raise GatewayError(
                 "temporal_unavailable",
                 f"Temporal did not answer within {wait_s + ANSWER_GRACE_S:g}s (busy); the call may have "
                 "been recorded: repeat it (with the same operation_id) to learn the state",
@@ -464,15 +467,15 @@ class Gateway:
         except WorkflowUpdateFailedError as error:
             cause = error.cause
             if isinstance(cause, ApplicationError) and cause.type:
-                raise SettledError(cause.type, cause.message) from None
-            raise SettledError("invalid_request", str(cause)) from None
+                raise GatewayError(cause.type, cause.message) from None
+            raise GatewayError("invalid_request", str(cause)) from None
         except (WorkflowQueryRejectedError, WorkflowQueryFailedError) as error:
-            raise SettledError("invalid_request", str(error)) from None
+            raise GatewayError("invalid_request", str(error)) from None
         except RPCError as error:
             if _unavailable(error):
-                raise SettledError(
+                raise GatewayError(
                     "temporal_unavailable", f"Temporal is unavailable: {error.message}"
                 ) from None
             if error.status is RPCStatusCode.NOT_FOUND:
-                raise SettledError("not_found", "no such operation or conversation") from None
+                raise GatewayError("not_found", "no such operation or conversation") from None
             raise

@@ -17,7 +17,7 @@ from temporalio.worker import Replayer
 from settled import visibility
 from settled.codec import data_converter
 from settled.config import Settings
-from settled.gateway import Gateway, SettledError, connect
+from settled.gateway import Gateway, GatewayError, connect
 from settled.identity import action_workflow_id
 from settled.kinds import load_kinds
 from settled.models import ActionStatus
@@ -75,7 +75,7 @@ def _print_status(status: ActionStatus, as_json: bool) -> None:
 
 async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
     if args.state and args.state not in {state.value for state in State}:
-        raise SettledError(
+        raise GatewayError(
             "invalid_request", f"--state {args.state!r}: one of {', '.join(s.value for s in State)}"
         )
     query = list_query(args.tenant, args.conversation, args.state, args.kind)
@@ -135,7 +135,7 @@ async def _replay(gateway: Gateway | None, args: argparse.Namespace, settings: S
             async for history in gateway.client.list_workflows(args.query).map_histories():
                 histories.append(history)
     if not histories:
-        raise SettledError("invalid_request", "nothing to replay: give operation ids, --query or --file")
+        raise GatewayError("invalid_request", "nothing to replay: give operation ids, --query or --file")
     replayer = Replayer(
         workflows=WORKFLOWS,
         data_converter=data_converter(settings.encryption_keys),
@@ -192,7 +192,7 @@ async def run(args: argparse.Namespace) -> int:
             )
         _print_status(status, args.json)
         return 0
-    except SettledError as error:
+    except GatewayError as error:
         if getattr(args, "json", False):
             print(json.dumps({"error": {"code": error.code, "message": error.message}}))
         print(f"settled: {error.code}: {error.message}", file=sys.stderr)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -192,6 +193,16 @@ class Stack:
     extra_env: dict[str, str] = field(default_factory=dict)
     sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS
     children: dict[str, Child] = field(default_factory=dict)
+
+    @classmethod
+    def on_free_ports(cls, data_dir: Path, kinds_template: str, **options: Any) -> "Stack":
+        """A stack on free loopback ports, its kinds file written into `data_dir` from `kinds_template`
+        with `@SANDBOX_URL@` pointed at its own sandbox. Not started yet: call `start()`."""
+        ports = Ports.free()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        kinds = data_dir / "kinds.toml"
+        kinds.write_text(kinds_template.replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
+        return cls(data_dir, ports, config=kinds, **options)
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()

@@ -23,7 +23,7 @@ import httpx
 from settled.soak.plan import KINDS, ActionPlan, Event, make_plan, planned_events, planned_faults
 from settled.soak.truth import SETTLED_STATES, Observation, judge
 
-from settled.stack import Ports, Stack
+from settled.stack import Stack
 
 KINDS_FILE = Path(__file__).with_name("kinds.toml")
 REQUEST_TIMEOUT_S = 15.0
@@ -338,12 +338,8 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> dict[str
     """Start a stack of its own, soak it, stop it; write and return the report."""
     temporary = config.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="settled-soak-")) if temporary else Path(config.data_dir)
-    ports = Ports.free()
-    kinds = data_dir / "kinds.toml"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    kinds.write_text(KINDS_FILE.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
     started = time.monotonic()
-    stack = Stack(data_dir, ports, config=kinds, ui=False)
+    stack = Stack.on_free_ports(data_dir, KINDS_FILE.read_text(), ui=False)
     stack.start()
     say(f"soak: stack up in {time.monotonic() - started:.1f}s (logs in {data_dir / 'logs'})")
     try:

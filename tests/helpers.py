@@ -24,9 +24,7 @@ def kinds_file(data_dir: Path, ports: Ports, source: Path = KINDS) -> Path:
 
 def start_stack(data_dir: Path, extra_env: dict[str, str] | None = None, ui: bool = False) -> Stack:
     """A running stack on free ports, with the test kinds (fast reconciliation) pointed at its sandbox."""
-    ports = Ports.free()
-    kinds = kinds_file(data_dir, ports)
-    return Stack(data_dir, ports, config=kinds, ui=ui, extra_env=dict(extra_env or {})).start()
+    return Stack.on_free_ports(data_dir, KINDS.read_text(), ui=ui, extra_env=dict(extra_env or {})).start()
 
 
 @contextmanager

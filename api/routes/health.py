@@ -4,7 +4,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from settled.api.deps import GatewayHolder
 
-from settled.gateway import SettledError
+from settled.gateway import GatewayError
 
 router = APIRouter(tags=["health"])
 
@@ -15,7 +15,7 @@ async def healthz(request: Request) -> JSONResponse:
     try:
         gateway = await holder.get()
         polling = await gateway.worker_polling()
-    except SettledError as error:
+    except GatewayError as error:
         return JSONResponse({"status": "unavailable", "detail": error.message}, status_code=503)
     except Exception as error:  # any failure to answer means "not ready"
         return JSONResponse({"status": "unavailable", "detail": type(error).__name__}, status_code=503)

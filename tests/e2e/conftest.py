@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from settled.stack import Ports, Stack
+from settled.stack import Stack
 from tests.helpers import KINDS, Sandbox, api_client, sandbox_of
 
 # How long a killed part's work may take to be picked up and settled by whoever takes over.
@@ -17,11 +17,8 @@ TAKEOVER_S = 60.0
 def long_timeout_stack(data_dir: Path) -> Stack:
     """The test kinds with a 20 s dispatch timeout: a worker must still be waiting on a held request
     when the test kills it (or the service), not have given up on its own after a second."""
-    ports = Ports.free()
-    kinds = data_dir / "kinds.toml"
-    text = KINDS.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}")
-    kinds.write_text(text.replace("timeout_s = 1.0", "timeout_s = 20.0"))
-    return Stack(data_dir, ports, config=kinds, ui=False).start()
+    kinds = KINDS.read_text().replace("timeout_s = 1.0", "timeout_s = 20.0")
+    return Stack.on_free_ports(data_dir, kinds, ui=False).start()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from settled.gateway import Gateway, SettledError
+from settled.gateway import Gateway, GatewayError
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.kinds import Kinds
 from tests.client.support import AsyncSandbox
@@ -74,7 +74,7 @@ class Harness:
         continue-as-new, and the stream route asks again a moment later too."""
         try:
             return await self.gateway.events_since(None, conversation_id, since)
-        except SettledError as error:
+        except GatewayError as error:
             if error.code != "temporal_unavailable":
                 raise
             return None
