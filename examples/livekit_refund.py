@@ -22,6 +22,7 @@ from livekit.agents.voice import io
 from settled.adapters.common import action_kinds
 from settled.adapters.livekit import SettledLiveKit
 
+from examples.hearing import Hearing
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 
@@ -140,7 +141,7 @@ class _Speech(tts.ChunkedStream):
         output_emitter.flush()
 
 
-class Loudspeaker(io.AudioOutput):
+class Loudspeaker(io.AudioOutput, Hearing):
     """The room's audio output: each frame takes its real duration to play, and `heard` is what the
     caller heard, in ms per sentence of `sentences`. `clear_buffer` (an interruption) drops what
     has not played; after `hang_up()` nothing plays any more."""
@@ -216,19 +217,6 @@ class Loudspeaker(io.AudioOutput):
     def heard_of(self, part: str) -> float:
         """How many ms the caller heard of the sentences that say `part`."""
         return sum(ms for sentence, ms in self.heard.items() if part in sentence)
-
-    async def until(self, part: str, heard_ms: float | None = None, timeout_s: float = 20) -> None:
-        """Until the caller heard `heard_ms` of the sentence that says `part` (None: all of it)."""
-
-        def reached() -> bool:
-            if heard_ms is None:
-                return any(part in sentence for sentence in self.finished)
-            return self.heard_of(part) >= heard_ms
-
-        async with asyncio.timeout(timeout_s):
-            while not reached():
-                self.changed.clear()
-                await self.changed.wait()
 
 
 async def call(api_url: str, conversation_id: str, order_id: str) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from pipecat.workers.runner import WorkerRunner
 from settled.adapters.common import action_kinds
 from settled.adapters.pipecat import SettledPipecat
 
+from examples.hearing import Hearing
 from examples.scripted import FILLER, RefundScript, run_example
 from settled.client import SettledClient
 
@@ -178,7 +179,7 @@ class ScriptedTTS(TTSService):
             yield TTSAudioRawFrame(audio[at : at + step], SAMPLE_RATE, 1, context_id=context_id)
 
 
-class Loudspeaker(BaseOutputTransport):
+class Loudspeaker(BaseOutputTransport, Hearing):
     """The output transport of a call: each chunk takes its real duration to play, and `heard` is
     what the caller heard, in ms per response (by its text, in playout order). After `hang_up()`
     the line is dead: nothing written plays any more, as on a real call."""
@@ -221,19 +222,6 @@ class Loudspeaker(BaseOutputTransport):
     def heard_of(self, part: str) -> float:
         """How many ms the caller heard of the response that says `part`."""
         return next((ms for text, ms in self.heard if part in text), 0.0)
-
-    async def until(self, part: str, heard_ms: float | None = None, timeout_s: float = 20) -> None:
-        """Until the caller heard `heard_ms` of the response that says `part` (None: all of it)."""
-
-        def reached() -> bool:
-            if heard_ms is None:
-                return any(part in text for text in self.finished)
-            return self.heard_of(part) >= heard_ms
-
-        async with asyncio.timeout(timeout_s):
-            while not reached():
-                self.changed.clear()
-                await self.changed.wait()
 
 
 @dataclass

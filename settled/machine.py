@@ -429,15 +429,15 @@ class ActionRecord(BaseModel):
         `horizon=False` only replays runs recorded before the commit horizon existed."""
         asked_at = now if asked_at is None else asked_at
         if horizon and self.too_soon_to_tell(outcome, asked_at):
-            horizon = self.commit_horizon()
-            assert horizon is not None
+            recheck_at = self.commit_horizon()
+            assert recheck_at is not None
             outcome = LookupOutcome(
                 result="inconclusive",
                 status_code=outcome.status_code,
                 detail=f"{outcome.detail}, but a request sent at most {self.kind.commit_horizon_s:g}s "
                 "earlier may still be committing; looking again after that",
             )
-            self._lookup_answered(outcome, now, recheck_at=horizon)
+            self._lookup_answered(outcome, now, recheck_at=recheck_at)
             return
         self._lookup_answered(outcome, now)
 
