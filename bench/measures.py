@@ -4,7 +4,8 @@ through settled, side by side, so every ratio compares figures taken in the same
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ class Sizes:
     throughput_concurrency: int = 16
     loads: tuple[int, ...] = (10, 100, 1000)
     waiting: int = 1000  # actions waiting (on authorization) when memory is read
+    idle_streams: int = 100  # open SSE streams on which nothing changes, while CPU is read
+    idle_stream_s: float = 10.0
 
     @classmethod
     def tiny(cls) -> "Sizes":
@@ -43,6 +46,8 @@ class Sizes:
             throughput_concurrency=4,
             loads=(2, 5),
             waiting=10,
+            idle_streams=5,
+            idle_stream_s=2.0,
         )
 
 
@@ -293,3 +298,29 @@ async def floor_throughput(
         "per_second": round(len(latencies) / elapsed_s, 1),
         "latency_ms": summarize(latencies).as_dict(),
     }
+
+
+@asynccontextmanager
+async def idle_streams(run: Run, conversations: list[str], n: int) -> AsyncIterator[int]:
+    """`n` SSE streams held open on conversations where nothing changes, each past its opening
+    snapshot ("live"); yields how many are live, and closes them on exit."""
+    live = asyncio.Semaphore(0)
+    stop = asyncio.Event()
+
+    async def hold(conversation: str) -> None:
+        async with run.api.stream("GET", f"/v1/conversations/{conversation}/stream", timeout=None) as answer:
+            async for line in answer.aiter_lines():
+                if line.startswith(": live"):
+                    live.release()
+                    await stop.wait()
+                    return
+
+    tasks = [asyncio.create_task(hold(conversations[i % len(conversations)])) for i in range(n)]
+    try:
+        async with asyncio.timeout(60):
+            for _ in range(n):
+                await live.acquire()
+        yield n
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)

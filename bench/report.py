@@ -19,6 +19,7 @@ FLOOR_TARGETS = [
     ("throughput / floor's, same callers", "throughput", 0.75, False),
 ]
 MAX_WORKER_RSS_MB = 300.0
+MAX_IDLE_STREAMS_API_PERCENT = 2.0
 
 
 def latency_rows(results: dict[str, Any]) -> list[list[str]]:
@@ -79,6 +80,17 @@ def verdicts(results: dict[str, Any]) -> list[list[str]]:
             f"{tput['per_second']:g}/s (floor {floor['per_second']:g}/s), {tput['duplicates']} duplicates",
             "0 duplicates, none missing",
             "met" if clean else "not met",
+        ]
+    )
+    idle = results["idle_streams"]
+    api_share = idle["core_percent"]["api"]
+    rows.append(
+        [
+            f"{idle['streams']} idle streams: the API's share of one core",
+            f"{api_share:g} % (worker {idle['core_percent']['worker']:g} %, "
+            f"dev server {idle['core_percent']['temporal']:g} %)",
+            f"< {MAX_IDLE_STREAMS_API_PERCENT:g} %",
+            "met" if api_share < MAX_IDLE_STREAMS_API_PERCENT else "not met",
         ]
     )
     memory = results["memory"]

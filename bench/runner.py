@@ -97,7 +97,9 @@ Progress = Callable[[str], None]
 
 
 async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=max(sizes.loads) + 50, max_keepalive_connections=200)
+    limits = httpx.Limits(
+        max_connections=max(*sizes.loads, sizes.idle_streams) + 50, max_keepalive_connections=200
+    )
     async with (
         httpx.AsyncClient(base_url=stack.api_url, timeout=60, limits=limits) as api,
         httpx.AsyncClient(base_url=stack.sandbox_url, timeout=30, limits=limits) as sandbox,
@@ -197,6 +199,10 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
             }
         results["vs_floor"] = ratios_to_floor(results)
 
+        results["idle_streams"] = await step(
+            "idle streams", lambda: _idle_stream_cost(run, stack, in_flight, sizes)
+        )
+
         loads = {}
         for n in sizes.loads:
             loads[str(n)] = await step(f"burst of {n}", lambda n=n: measures.burst(run, n))
@@ -214,6 +220,24 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
         keys = [row["key"] for row in await run.records()]
         results["sandbox_records"] = {"total": len(keys), "duplicates": len(keys) - len(set(keys))}
         return results
+
+
+async def _idle_stream_cost(run: Run, stack: Stack, in_flight: list[str], sizes: Sizes) -> dict[str, Any]:
+    """CPU of every process, as a share of one core, while `idle_streams` streams stay open and
+    nothing changes on their conversations."""
+    conversations = [f"conv-{op}" for op in in_flight]
+    pids = {name: child.popen.pid for name, child in stack.children.items()}
+    async with measures.idle_streams(run, conversations, sizes.idle_streams) as opened:
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        started = time.perf_counter()
+        await asyncio.sleep(sizes.idle_stream_s)  # the measurement window, not a wait for a condition
+        elapsed = time.perf_counter() - started
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+    return {
+        "streams": opened,
+        "seconds": round(elapsed, 2),
+        "core_percent": {name: round(100 * cpu / elapsed, 2) for name, cpu in used.items()},
+    }
 
 
 def run_bench(

@@ -38,5 +38,7 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
         "overhead_p50", "overhead_p99", "overhead_not_deduplicated_p50",
         "overhead_not_deduplicated_p99", "throughput",
     }  # fmt: skip
+    idle = results["idle_streams"]
+    assert idle["streams"] == sizes["idle_streams"] and idle["core_percent"]["api"] >= 0
     assert "overhead p50 / floor's" in (out / "results.md").read_text()
     assert "targets (docs/performance.md)" in run.stdout
