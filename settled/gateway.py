@@ -6,10 +6,11 @@ carrying the contract's error code, so the API and the CLI report them the same 
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -60,6 +61,7 @@ from settled.workflows.messages import (
 )
 
 T = TypeVar("T")
+TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
 # How long past a caller's wait an answer from Temporal may take before the caller is told to retry.
 ANSWER_GRACE_S = 8.0
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
@@ -432,6 +434,34 @@ class Gateway:
             if error.code == "not_found":
                 return None
             raise
+
+    async def conversation_changes(
+        self, tenant: str | None, conversation_id: str, idle_s: float = 1.0
+    ) -> AsyncIterator[None]:
+        """Yields once at once, then each time the conversation's history may have grown: a long poll
+        of its history, which costs nothing while nothing changes (no query, no worker). A conversation
+        that does not run (not started yet, closed, or between two runs) is looked at every `idle_s`."""
+        handle = self._conversation(tenant, conversation_id)
+        while True:
+            try:
+                described = await handle.describe()
+            except RPCError:
+                described = None
+            yield
+            if described is None or described.status is not WorkflowExecutionStatus.RUNNING:
+                await asyncio.sleep(idle_s)
+                continue
+            seen = 0
+            try:
+                events = handle.fetch_history_events(wait_new_event=True, skip_archival=True)
+                async for event in events:  # the history so far, then each new event as it comes
+                    seen += 1
+                    # The conversation's state changes when a workflow task completes: one look each.
+                    if seen > described.history_length and event.event_type == TASK_COMPLETED:
+                        yield
+            except RPCError:
+                await asyncio.sleep(idle_s)
+            # The run closed (continued as new, or closed idle): look again at the current one.
 
     # -- health --------------------------------------------------------------------------------
 

@@ -1,6 +1,5 @@
 """The conversation routes: channel events, the handoff, and the live stream (docs/reference.md)."""
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -23,7 +22,8 @@ router = APIRouter(
 )
 
 ConversationId = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 of A-Z a-z 0-9 . _ : -")]
-STREAM_POLL_S = 0.1
+# How often the stream looks at a conversation that is not running (not started yet, or closed).
+STREAM_IDLE_POLL_S = 1.0
 
 
 @router.post("/{conversation_id}/events", status_code=202)
@@ -114,16 +114,22 @@ async def _events(
                 sent[status.operation_id] = data
                 yield _event(StreamPosition(seq, index), data)
     yield ServerSentEvent(comment="live")  # the client now sees every change after the state above
-    while not await request.is_disconnected():
-        await asyncio.sleep(STREAM_POLL_S)
-        page = await gateway.events_since(tenant, conversation_id, seq)
-        if page is None:
-            continue
-        for event in page.events:
-            status = event.status
-            data = status.model_dump_json()
-            if status.conversation_id != conversation_id or sent.get(status.operation_id) == data:
+    # Then a look at the log each time the conversation's history grows (a long poll: an idle stream
+    # costs nothing), instead of a query every tenth of a second.
+    changes = gateway.conversation_changes(tenant, conversation_id, STREAM_IDLE_POLL_S)
+    try:
+        while not await request.is_disconnected():
+            await anext(changes)
+            page = await gateway.events_since(tenant, conversation_id, seq)
+            if page is None:
                 continue
-            sent[status.operation_id] = data
-            yield _event(StreamPosition(event.seq), data)
-        seq = page.seq
+            for event in page.events:
+                status = event.status
+                data = status.model_dump_json()
+                if status.conversation_id != conversation_id or sent.get(status.operation_id) == data:
+                    continue
+                sent[status.operation_id] = data
+                yield _event(StreamPosition(event.seq), data)
+            seq = page.seq
+    finally:
+        await changes.aclose()
