@@ -14,7 +14,7 @@ What settled costs is then read as a ratio to these, not only to the bare call.
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -48,19 +48,15 @@ class FloorActivities:
         return response.status_code
 
 
-@workflow.defn(name="BenchFloorDeduplicated", sandboxed=False)
-class DeduplicatedFloor:
+@workflow.defn(name="BenchFloor", sandboxed=False)
+class FloorWorkflow:
     @workflow.run
     async def run(self, call: FloorCall) -> int:
-        return await workflow.execute_local_activity_method(
-            FloorActivities.post, call, start_to_close_timeout=TIMEOUT
-        )
-
-
-@workflow.defn(name="BenchFloorNotDeduplicated", sandboxed=False)
-class NotDeduplicatedFloor:
-    @workflow.run
-    async def run(self, call: FloorCall) -> int:
+        if call.key is not None:  # the service deduplicates: one durable step, the POST inside it
+            return await workflow.execute_local_activity_method(
+                FloorActivities.post, call, start_to_close_timeout=TIMEOUT
+            )
+        # It does not: the activity's scheduling is recorded before the POST leaves.
         return await workflow.execute_activity_method(
             FloorActivities.post, call, start_to_close_timeout=TIMEOUT
         )
@@ -90,12 +86,9 @@ class Floor:
             body={**body, "client_reference": key},
             key=key if deduplicated else None,
         )
-        run: Callable[..., Awaitable[int]] = (
-            DeduplicatedFloor.run if deduplicated else NotDeduplicatedFloor.run  # type: ignore[assignment]
-        )
         started = time.perf_counter()
         handle = await self.client.start_workflow(
-            run, call, id=key, task_queue=TASK_QUEUE, request_eager_start=True
+            FloorWorkflow.run, call, id=key, task_queue=TASK_QUEUE, request_eager_start=True
         )
         status = await handle.result()
         elapsed = (time.perf_counter() - started) * 1000
@@ -113,7 +106,7 @@ async def floor_worker(temporal_address: str, sandbox_url: str) -> AsyncIterator
         worker = Worker(
             client,
             task_queue=TASK_QUEUE,
-            workflows=[DeduplicatedFloor, NotDeduplicatedFloor],
+            workflows=[FloorWorkflow],
             activities=[activities.post],
         )
         async with worker:

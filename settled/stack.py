@@ -240,7 +240,9 @@ class Stack:
         if self.config is not None:
             return Path(self.config).resolve()
         path = self.data_dir / "sandbox-kinds.toml"
-        path.write_text(sandbox_kinds_text(sandbox_url))
+        text = sandbox_kinds_text(sandbox_url)
+        if not path.is_file() or path.read_text() != text:  # once, not at every part's start
+            path.write_text(text)
         return path
 
     def _python(self, *args: str) -> list[str]:

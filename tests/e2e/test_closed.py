@@ -17,11 +17,9 @@ async def _terminate(stack: Stack, workflow_id: str) -> None:
     await client.get_workflow_handle(workflow_id).terminate(reason="closed by the test")
 
 
-async def test_every_action_route_answers_a_closed_action_by_its_record(
-    stack: Stack, api: httpx.Client, sandbox: Sandbox
-) -> None:
-    conversation_id, op = new_id("conv"), new_id()
-    booked = create(
+def _booked(api: httpx.Client, conversation_id: str, op: str) -> httpx.Response:
+    """A booking authorized and confirmed in the call."""
+    return create(
         api,
         "room_booking",
         BOOKING,
@@ -29,7 +27,14 @@ async def test_every_action_route_answers_a_closed_action_by_its_record(
         conversation_id=conversation_id,
         authorized=True,
         wait=5,
-    ).json()
+    )
+
+
+async def test_every_action_route_answers_a_closed_action_by_its_record(
+    stack: Stack, api: httpx.Client, sandbox: Sandbox
+) -> None:
+    conversation_id, op = new_id("conv"), new_id()
+    booked = _booked(api, conversation_id, op).json()
     assert booked["state"] == "confirmed"
     await _terminate(stack, action_workflow_id(None, op))
 
@@ -51,15 +56,7 @@ async def test_every_action_route_answers_a_closed_action_by_its_record(
 
 async def test_a_closed_conversation_is_reopened_with_what_it_kept(stack: Stack, api: httpx.Client) -> None:
     conversation_id, op = new_id("conv"), new_id()
-    create(
-        api,
-        "room_booking",
-        BOOKING,
-        operation_id=op,
-        conversation_id=conversation_id,
-        authorized=True,
-        wait=5,
-    )
+    _booked(api, conversation_id, op)
     await _terminate(stack, conversation_workflow_id(None, conversation_id))
 
     event = {"type": "channel_opened", "channel": "voice"}
