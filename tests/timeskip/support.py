@@ -13,6 +13,7 @@ from google.protobuf.message import Message
 from settled.workers.main import WORKFLOWS, workflow_runner
 from settled.workflows.messages import EventsSince
 from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
@@ -20,10 +21,21 @@ from temporalio.worker import Replayer
 from settled.gateway import Gateway, GatewayError
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.kinds import Kinds
-from tests.client.support import AsyncSandbox
+from tests.client.support import AsyncSandbox, eventually
 
 KINDS = Path(__file__).parent / "kinds.toml"
 DAY = timedelta(days=1)
+# The events that start, end or ask for a workflow task.
+_TASK_OR_SIGNAL = frozenset(
+    {
+        EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+    }
+)
 
 
 def time_skipping_server() -> Path:
@@ -78,6 +90,41 @@ class Harness:
             if error.code != "temporal_unavailable":
                 raise
             return None
+
+    async def wait_quiet(self, conversation_id: str, operation_ids: list[str]) -> None:
+        """Wait until no workflow task of the conversation can be under way: each action settled and
+        every signal it sent was delivered, and the conversation's newest run completed its last task.
+
+        The test server loses a query that meets the workflow's continue-as-new, and stops skipping
+        time afterwards; a query made once the conversation is quiet cannot meet one."""
+
+        unquiet = ["nothing read yet"]  # why it is not quiet yet, for the failure message
+
+        async def delivered(operation_id: str) -> bool:
+            state = (await self.status(operation_id))["state"]
+            if state not in ("confirmed", "failed", "cancelled"):
+                unquiet[:] = [f"{operation_id} is {state}"]
+                return False
+            kinds = [event.event_type for event in (await self.action_runs(operation_id))[-1].events]
+            sent = kinds.count(EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
+            answered = kinds.count(EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED) + kinds.count(
+                EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED
+            )
+            unquiet[:] = [f"{operation_id} has {sent - answered} signals in flight"]
+            return sent == answered
+
+        async def quiet() -> bool:
+            if not all([await delivered(operation_id) for operation_id in operation_ids]):
+                return False
+            events = (await self.conversation_runs(conversation_id))[-1].events
+            last = [event.event_type for event in events if event.event_type in _TASK_OR_SIGNAL][-1]
+            unquiet[:] = [f"the conversation's last task event is {EventType.Name(last)}"]
+            return last == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+
+        try:
+            await eventually(quiet, what="the conversation to be quiet")
+        except AssertionError as error:
+            raise AssertionError(f"{error} ({unquiet[0]})") from None
 
     async def replay(self, histories: list[WorkflowHistory]) -> None:
         """Replay recorded runs against the current code, as `settled replay` and the golden tests do:
