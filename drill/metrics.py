@@ -109,7 +109,7 @@ def measure(timeline: Timeline, truth: GroundTruth) -> RunMetrics:
             metrics.unnecessary_prompts += 1
     customer = timeline.said_by("customer")
     for record in truth.records:
-        consent = _latest(customer, CONSENTS, record.created_at)
+        consent = _latest(customer, CONSENTS, record.committed_at)
         if consent is None or not same_params(consent.params, record.payload):
             metrics.missed_reauthorization += 1
     metrics.asked, metrics.time_to_truth_ms = _time_to_truth(timeline, truth)

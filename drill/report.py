@@ -50,7 +50,7 @@ METHOD = """\
 - **Ground truth comes from the business system only** (the sandbox's records and request log; for
   `--target-kind`, the kind's lookup URL queried directly, and the fault proxy's log). A claim is
   judged at the moment it started to be said: "done" is true only while an applied, not-cancelled
-  record for the task stands (record `created_at` .. `cancelled_at`), "not done" only while none does.
+  record for the task stands (record `committed_at` .. `cancelled_at`), "not done" only while none does.
 - **Metrics.** attempts: write requests that reached the service; duplicate_writes: records beyond
   the first; false_done / false_not_done: as above (premature_done: the false "done" said before a
   record that did appear later); honest_unknown: "sent, not confirmed, checking" answers;

@@ -53,7 +53,9 @@ def truth_from_sandbox(records: list[dict[str, Any]], writes: list[dict[str, Any
                 id=row["id"],
                 payload=row.get("payload") or {},
                 status=row["status"],
-                created_at=row["created_at"],
+                # A sandbox killed between COMMIT and the stamp leaves no committed_at: created_at
+                # (taken inside the transaction) is the nearest there is.
+                committed_at=row.get("committed_at") or row["created_at"],
                 cancelled_at=row.get("cancelled_at"),
             )
             for row in records

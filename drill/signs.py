@@ -48,7 +48,7 @@ def truth_from_signs(signs: list[Sign], writes: list[Write], source: str) -> Gro
             id=ref,
             payload=payloads.get(ref, {}),
             status="cancelled" if ref in reversed_at else "applied",
-            created_at=at,
+            committed_at=at,
             cancelled_at=reversed_at.get(ref),
         )
         for ref, at in sorted(created.items(), key=lambda item: item[1])

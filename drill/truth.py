@@ -1,7 +1,7 @@
 """Ground truth: what the business system holds for one task, from its own records and request log.
 
 Never from what an arm believes. Truth at time t is whether an applied, not-cancelled record for the
-task existed at t (commit time `created_at`, reversal time `cancelled_at`).
+task existed at t (commit time `committed_at`, reversal time `cancelled_at`), the soak's rule too.
 """
 
 from datetime import datetime
@@ -14,11 +14,11 @@ class Record(BaseModel):
     id: str
     payload: dict[str, Any] = Field(default_factory=dict)
     status: str = "applied"
-    created_at: datetime
+    committed_at: datetime  # when the record became visible to anyone asking
     cancelled_at: datetime | None = None
 
     def stands_at(self, at: datetime) -> bool:
-        return self.created_at <= at and (self.cancelled_at is None or at < self.cancelled_at)
+        return self.committed_at <= at and (self.cancelled_at is None or at < self.cancelled_at)
 
 
 class Write(BaseModel):
@@ -39,4 +39,4 @@ class GroundTruth(BaseModel):
         return any(record.stands_at(at) for record in self.records)
 
     def appears_after(self, at: datetime) -> bool:
-        return any(record.created_at > at for record in self.records)
+        return any(record.committed_at > at for record in self.records)

@@ -51,7 +51,7 @@ def record(
         id=f"b-{created_ms:g}",
         payload=payload if payload is not None else dict(THURSDAY),
         status="cancelled" if cancelled_ms is not None else "booked",
-        created_at=at(created_ms),
+        committed_at=at(created_ms),
         cancelled_at=at(cancelled_ms) if cancelled_ms is not None else None,
     )
 

@@ -89,7 +89,7 @@ def test_truth_from_signs_dates_a_record_by_its_first_sign_and_its_reversal_by_t
     truth = truth_from_signs(signs, [], "test")
     assert len(truth.records) == 1
     record = truth.records[0]
-    assert (record.id, record.created_at, record.cancelled_at, record.payload) == (
+    assert (record.id, record.committed_at, record.cancelled_at, record.payload) == (
         "b-1",
         at(110),
         at(210),
