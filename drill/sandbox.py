@@ -12,6 +12,7 @@ from settled.drill.runlog import DrillTimeout
 from settled.drill.scenario import Scenario
 from settled.drill.stack import DRILL_TIMEOUT_S
 from settled.drill.truth import GroundTruth, Record, Write
+from settled.sandbox.store import commit_time
 
 POLL_S = 0.05
 
@@ -53,9 +54,7 @@ def truth_from_sandbox(records: list[dict[str, Any]], writes: list[dict[str, Any
                 id=row["id"],
                 payload=row.get("payload") or {},
                 status=row["status"],
-                # A sandbox killed between COMMIT and the stamp leaves no committed_at: created_at
-                # (taken inside the transaction) is the nearest there is.
-                committed_at=row.get("committed_at") or row["created_at"],
+                committed_at=commit_time(row),
                 cancelled_at=row.get("cancelled_at"),
             )
             for row in records

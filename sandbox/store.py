@@ -4,6 +4,7 @@ the response to replay in one transaction, so no crash can leave one without the
 import json
 import sqlite3
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -11,6 +12,13 @@ from settled.sandbox.db import Database, now
 from settled.sandbox.services import ServiceSpec
 
 CREATED = 201
+
+
+def commit_time(row: Mapping[str, Any]) -> str:
+    """When a record (a row of the ground-truth view) became visible: its `committed_at`. A sandbox
+    killed between COMMIT and that stamp leaves none: `created_at`, taken inside the transaction, is
+    the nearest there is. Every judge of the records reads commit time through this."""
+    return str(row.get("committed_at") or row["created_at"])
 
 
 @dataclass(frozen=True)

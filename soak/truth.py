@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from settled.sandbox.store import commit_time
+
 SETTLED_STATES = frozenset({"confirmed", "failed", "cancelled"})
 
 
@@ -73,15 +75,12 @@ class Record:
         key = row.get("key") or row.get("client_reference")
         if not key:
             return None  # made by hand, not by settled
-        # A sandbox killed between COMMIT and the stamp leaves no committed_at: created_at is the
-        # nearest we have.
-        committed = row.get("committed_at") or row["created_at"]
         cancelled = row.get("cancelled_at")
         return cls(
             key=key,
             service=row["service"],
             id=row["id"],
-            committed=epoch(committed),
+            committed=epoch(commit_time(row)),
             reversed=epoch(cancelled) if cancelled else None,
         )
 
