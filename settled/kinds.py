@@ -5,6 +5,8 @@ The `KindSpec` of an action is copied into its workflow when it starts, so a run
 the contract it was requested under even if the file changes later.
 """
 
+import functools
+import json
 import re
 import tomllib
 from importlib import resources
@@ -65,6 +67,17 @@ class LookupCall(HttpCall):
     authoritative: StrictBool = False
 
 
+@functools.lru_cache(maxsize=256)
+def _schema_problem(schema_json: str) -> str | None:
+    """Why a params schema is not valid JSON Schema, or None. Cached: a kind travels inside every
+    action's workflow input and is validated on each decode, and the meta-schema check is costly."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(json.loads(schema_json))
+    except jsonschema.SchemaError as error:
+        return error.message
+    return None
+
+
 class KindSpec(_Strict):
     name: str
     description: str
@@ -117,10 +130,9 @@ class KindSpec(_Strict):
     @field_validator("params_schema")
     @classmethod
     def _valid_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
-        try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-        except jsonschema.SchemaError as error:
-            raise ValueError(f"not a valid JSON Schema: {error.message}") from None
+        problem = _schema_problem(json.dumps(schema, sort_keys=True))
+        if problem:
+            raise ValueError(f"not a valid JSON Schema: {problem}")
         if schema.get("type") != "object":
             raise ValueError('must describe a JSON object (type = "object")')
         return schema
