@@ -1,11 +1,14 @@
 """The FastAPI application factory."""
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 from settled.api import errors
 from settled.api.cors import CodecCors
 from settled.api.deps import GatewayHolder
 from settled.api.limits import BodySizeLimit
-from settled.api.metrics import ApiMetrics, MeasureRequests
+from settled.api.metrics import ApiMetrics, HostedWorkerCounters, MeasureRequests
 from settled.api.metrics import router as metrics_router
 from settled.api.page.routes import router as page_router
 from settled.api.ratelimit import RateLimited
@@ -17,6 +20,12 @@ from settled.config import Settings
 from settled.kinds import Kinds, load_kinds
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await app.state.gateways.close()
+
+
 def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     kinds = kinds or load_kinds(settings.config_path, settings.sandbox_url)
@@ -24,9 +33,12 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
         title="settled",
         version="0.1.0",
         description="Durable, verified state for the consequential actions of voice and chat assistants.",
+        lifespan=_lifespan,
     )
     app.state.settings = settings
-    app.state.gateways = GatewayHolder(settings, kinds)
+    app.state.metrics = ApiMetrics()
+    app.state.worker_counters = HostedWorkerCounters(app.state.metrics.registry)
+    app.state.gateways = GatewayHolder(settings, kinds, app.state.worker_counters)
     errors.install(app)
     app.include_router(health.router)
     app.include_router(actions.router)
@@ -35,7 +47,6 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(page_router)
     app.include_router(codec.router)
     app.include_router(metrics_router)
-    app.state.metrics = ApiMetrics()
     if settings.rate_limit is not None:
         # Inside the measurement, so throttled requests show in the metrics and the request log.
         app.add_middleware(RateLimited, limit=settings.rate_limit, api_keys=settings.api_keys)

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from settled.api.strict import PATH_IDS, is_identifier
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.runtime import BUFFERED_METRIC_KIND_COUNTER, MetricBuffer
 
 log = logging.getLogger("settled.api.requests")
 router = APIRouter(tags=["metrics"])
@@ -25,6 +26,33 @@ class ApiMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+
+
+class HostedWorkerCounters:
+    """settled's own counters (`settled_*`: transitions, sends, lookups) counted by the worker the API
+    hosts, which runs new actions' first tasks: the SDK buffers them, and they are moved into the
+    API's registry at each scrape and every few seconds (a full buffer would drop updates)."""
+
+    DRAIN_EVERY_S = 5.0
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.buffer = MetricBuffer(buffer_size=100_000)
+        self._registry = registry
+        self._counters: dict[str, Counter] = {}
+
+    def drain(self) -> None:
+        for update in self.buffer.retrieve_updates():
+            metric = update.metric
+            if metric.kind != BUFFERED_METRIC_KIND_COUNTER or not metric.name.startswith("settled_"):
+                continue  # the SDK's own series stay with the `settled worker` processes' exporter
+            names = sorted(update.attributes)
+            counter = self._counters.get(metric.name)
+            if counter is None:
+                counter = Counter(
+                    metric.name, metric.description or metric.name, names, registry=self._registry
+                )
+                self._counters[metric.name] = counter
+            counter.labels(**{name: str(update.attributes[name]) for name in names}).inc(update.value)
 
 
 class MeasureRequests:
@@ -67,5 +95,6 @@ class MeasureRequests:
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
+    request.app.state.worker_counters.drain()
     registry = request.app.state.metrics.registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

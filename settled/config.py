@@ -31,8 +31,12 @@ KNOWN_VARIABLES = (
     "SETTLED_WORKER_METRICS_PORT",
     "SETTLED_RATE_LIMIT",
     "SETTLED_WORKER_CACHED_WORKFLOWS",
+    "SETTLED_API_WORKER",
 )
 _TEST_VARIABLES = ("SETTLED_KEEP_LOGS", "SETTLED_UPDATE_SCREENSHOTS")
+
+
+_SWITCH = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
 class SettingsError(ValueError):
@@ -65,6 +69,10 @@ class Settings:
     # Workflows a worker keeps in memory between their tasks: fewer costs a replay when an evicted
     # one wakes, more costs resident memory (docs/performance.md). Status reads never need it.
     worker_cached_workflows: int = 500
+    # The API hosts a worker of its own, so that a new action starts eagerly: its first workflow task
+    # (and a send inside it) runs in the API process, without a trip through the task queue. False:
+    # the API only talks to Temporal, and `settled worker` processes run every task.
+    api_worker: bool = True
     # Requests per tenant (per client address without API keys); None: no limit.
     rate_limit: RateLimit | None = field(default_factory=lambda: parse_rate_limit(DEFAULT_RATE_LIMIT))
 
@@ -118,7 +126,11 @@ class Settings:
             raise SettingsError(
                 f"SETTLED_WORKER_CACHED_WORKFLOWS={cached!r}: expected a number of workflows, 1 to 1000000"
             )
+        api_worker = env.get("SETTLED_API_WORKER", "1").strip().lower()
+        if api_worker not in _SWITCH:
+            raise SettingsError(f"SETTLED_API_WORKER={api_worker!r}: expected 1 or 0 (true or false)")
         return cls(
+            api_worker=_SWITCH[api_worker],
             worker_metrics_port=int(metrics_port) if metrics_port else None,
             worker_cached_workflows=int(cached),
             temporal_address=address,

@@ -7,6 +7,7 @@ carrying the contract's error code, so the API and the CLI report them the same 
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import suppress
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -45,6 +46,7 @@ from settled.states import IN_PROGRESS, State
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.conversation import ConversationWorkflow
 from settled.workflows.messages import (
+    CURRENT_REVISION,
     STATUS_MEMO,
     ActionStart,
     Amend,
@@ -62,10 +64,13 @@ from settled.workflows.messages import (
 
 T = TypeVar("T")
 TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+PROPERTIES_MODIFIED = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
 # How long past a caller's wait an answer from Temporal may take before the caller is told to retry.
 ANSWER_GRACE_S = 8.0
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
 NOOP_WAIT_POLL_S = 0.02
+# How often a creating call also looks at the new action's memo while its long poll is pending.
+MEMO_RECHECK_S = 0.25
 HTTP_STATUS = {
     "not_found": 404,
     "unknown_kind": 422,
@@ -109,15 +114,37 @@ async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
         ) from None
 
 
+def _search_attributes(conversation_id: str, kind: str, tenant: str | None) -> TypedSearchAttributes:
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(visibility.CONVERSATION, conversation_id),
+            SearchAttributePair(visibility.KIND, kind),
+            SearchAttributePair(visibility.STATE, "requested"),
+            SearchAttributePair(visibility.TENANT, tenant or visibility.NO_TENANT),
+            SearchAttributePair(visibility.NEEDS_ATTENTION, False),
+        ]
+    )
+
+
+def _started(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the start created the run (False: one with this id was running already). The SDK keeps
+    the server's answer on the handle without a public accessor; the version is pinned, and the
+    repeated-create tests fail if this ever reads wrong."""
+    response = getattr(handle, "_start_workflow_response", None)
+    return bool(getattr(response, "started", True))
+
+
 def _unavailable(error: RPCError) -> bool:
     return error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
 
 class Gateway:
-    def __init__(self, client: Client, kinds: Kinds, settings: Settings) -> None:
+    def __init__(self, client: Client, kinds: Kinds, settings: Settings, eager: bool = False) -> None:
         self.client = client
         self.kinds = kinds
         self.settings = settings
+        # A worker on this client (the API's own) runs a new action's first task: start it eagerly.
+        self.eager = eager
         # History events after which the workflows this gateway starts continue as new; None: their
         # own limit. Tests lower it to see continue-as-new without thousands of events.
         self.continue_as_new_after: int | None = None
@@ -160,24 +187,6 @@ class Gateway:
             authorized=body.authorized,
             authorized_by=body.authorized_by,
         )
-        start = WithStartWorkflowOperation(
-            ActionWorkflow.run,
-            ActionStart(new=new, continue_as_new_after=self.continue_as_new_after),
-            id=action_workflow_id(tenant, operation_id),
-            task_queue=TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(visibility.CONVERSATION, body.conversation_id),
-                    SearchAttributePair(visibility.KIND, kind.name),
-                    SearchAttributePair(visibility.STATE, "requested"),
-                    SearchAttributePair(visibility.TENANT, tenant or visibility.NO_TENANT),
-                    SearchAttributePair(visibility.NEEDS_ATTENTION, False),
-                ]
-            ),
-            static_summary=f"{kind.name} {operation_id} for {body.conversation_id}",
-        )
         register = Register(kind=kind.name, params=body.params, wait_s=wait_s)
         # The conversation learns of the action while it starts, not before: one round trip less on
         # the caller's path. Neither answer is given before both are durable, so a handoff read after
@@ -185,11 +194,31 @@ class Gateway:
         # client's retry with the same operation id (both calls are idempotent).
         tracking = asyncio.ensure_future(self._track(tenant, body.conversation_id, operation_id))
         try:
+            handle = await self._guard(
+                lambda: self.client.start_workflow(
+                    ActionWorkflow.run,
+                    ActionStart(
+                        new=new,
+                        creating_wait_s=wait_s,
+                        revision=CURRENT_REVISION,
+                        continue_as_new_after=self.continue_as_new_after,
+                    ),
+                    id=action_workflow_id(tenant, operation_id),
+                    task_queue=TASK_QUEUE,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    search_attributes=_search_attributes(body.conversation_id, kind.name, tenant),
+                    static_summary=f"{kind.name} {operation_id} for {body.conversation_id}",
+                    request_eager_start=self.eager,
+                )
+            )
+            if _started(handle):
+                status = await self._guard(lambda: self._answer(handle, wait_s), wait_s)
+                await tracking
+                return True, status
+            # It runs already (a repeat, or a concurrent create): its update registers this call.
             registered = await self._guard(
-                lambda: self.client.execute_update_with_start_workflow(
-                    ActionWorkflow.register, register, start_workflow_operation=start
-                ),
-                wait_s,
+                lambda: handle.execute_update(ActionWorkflow.register, register), wait_s
             )
         except (WorkflowAlreadyStartedError, RPCError) as error:
             # The action ran to its end long ago; its record still answers queries. (A server may
@@ -198,13 +227,64 @@ class Gateway:
                 await asyncio.gather(tracking, return_exceptions=True)
                 raise
             await tracking
-            await asyncio.gather(start.workflow_handle(), return_exceptions=True)  # the same failure
             return False, await self._closed_repeat(tenant, operation_id, register)
         except BaseException:
             await asyncio.gather(tracking, return_exceptions=True)
             raise
         await tracking
         return registered.created, registered.status
+
+    async def _answer(
+        self, handle: WorkflowHandle[ActionWorkflow, ActionStatus], wait_s: float
+    ) -> ActionStatus:
+        """What the creating call is answered: the status the new run keeps in its memo, once it is out
+        of requested/running or when the wait ends (never before the first one is recorded, which is
+        when the action is durable). Learned by a long poll of the run's history, which answers as
+        soon as a change is recorded (no query, no update), and by a slower look at the memo, for a
+        server whose long poll answers late (Temporal's time-skipping test server waits for the close)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        latest: ActionStatus | None = None
+        changed = asyncio.Event()
+
+        def note(status: ActionStatus | None) -> None:
+            nonlocal latest
+            if status is not None and (latest is None or status.updated_at >= latest.updated_at):
+                latest = status
+                changed.set()
+
+        async def follow() -> None:
+            async for event in handle.fetch_history_events(wait_new_event=True, skip_archival=True):
+                if event.event_type == PROPERTIES_MODIFIED:
+                    memo = event.workflow_properties_modified_event_attributes.upserted_memo
+                    if STATUS_MEMO in memo.fields:
+                        [status] = await self.client.data_converter.decode(
+                            [memo.fields[STATUS_MEMO]], [ActionStatus]
+                        )
+                        note(status)
+
+        async def recheck() -> None:
+            while True:
+                await asyncio.sleep(MEMO_RECHECK_S)
+                description = await handle.describe()
+                note(await description.memo_value(STATUS_MEMO, None, type_hint=ActionStatus))
+
+        watchers = [asyncio.ensure_future(follow()), asyncio.ensure_future(recheck())]
+        try:
+            while True:
+                if latest is not None and (latest.state not in IN_PROGRESS or loop.time() >= deadline):
+                    return latest
+                for watcher in watchers:
+                    if watcher.done() and watcher.exception() is not None:
+                        raise watcher.exception()  # type: ignore[misc]
+                changed.clear()
+                # Until the first status, the caller's guard bounds the wait.
+                timeout = max(0.0, deadline - loop.time()) if latest is not None else MEMO_RECHECK_S
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout)
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
 
     async def _closed_repeat(self, tenant: str | None, operation_id: str, register: Register) -> ActionStatus:
         conflict = await self._guard(
@@ -238,6 +318,7 @@ class Gateway:
             tenant=tenant,
             conversation_id=conversation_id,
             carried=carried,
+            revision=CURRENT_REVISION,
             continue_as_new_after=self.continue_as_new_after,
         )
 
@@ -272,7 +353,9 @@ class Gateway:
     async def get(self, tenant: str | None, operation_id: str) -> ActionStatus:
         """The durable status: from the workflow's memo, which the server answers alone; from a query
         to a worker for runs that keep no memo (started before it) or whose first task is under way."""
-        handle = self._action(tenant, operation_id)
+        return await self._status(self._action(tenant, operation_id))
+
+    async def _status(self, handle: WorkflowHandle[ActionWorkflow, ActionStatus]) -> ActionStatus:
         description = await self._guard(handle.describe)
         status = await description.memo_value(STATUS_MEMO, None, type_hint=ActionStatus)
         if status is not None:
@@ -473,7 +556,8 @@ class Gateway:
         request = DescribeTaskQueueRequest(
             namespace=self.settings.namespace,
             task_queue=TaskQueue(name=TASK_QUEUE),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            # Activities, not workflow tasks: the API's own worker polls those, and runs no activity.
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
         )
         response = await self.client.workflow_service.describe_task_queue(
             request, timeout=timedelta(seconds=2)

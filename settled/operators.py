@@ -122,7 +122,7 @@ async def _export(gateway: Gateway, args: argparse.Namespace) -> int:
 
 
 async def _replay(gateway: Gateway | None, args: argparse.Namespace, settings: Settings) -> int:
-    from settled.workers.main import WORKFLOWS, workflow_runner
+    from settled.workflows.hosting import WORKFLOWS, workflow_runner
 
     histories: list[WorkflowHistory] = []
     for path in args.file:

@@ -4,16 +4,10 @@ import asyncio
 import logging
 import signal
 import sys
-from datetime import timedelta
 
 import httpx
-from settled.activities.business import BusinessActivities
-from settled.workflows.action import ActionWorkflow
-from settled.workflows.conversation import ConversationWorkflow
-from temporalio.client import Client
+from settled.workflows.hosting import build_worker
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from settled.config import Settings
 from settled.gateway import connect
@@ -21,35 +15,6 @@ from settled.identity import TASK_QUEUE
 from settled.logs import configure as configure_logs
 
 log = logging.getLogger("settled.worker")
-WORKFLOWS = [ActionWorkflow, ConversationWorkflow]
-# Pure modules shared with the API: loaded once, not re-imported per workflow run.
-PASSED_THROUGH = (
-    "settled",
-    "settled.workflows.messages",
-    "settled.activities.inputs",
-    "pydantic",
-    "pydantic_core",
-    "jsonschema",
-)
-
-
-def workflow_runner() -> SandboxedWorkflowRunner:
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
-    )
-
-
-def build_worker(client: Client, http: httpx.AsyncClient, cached_workflows: int = 500) -> Worker:
-    return Worker(
-        client,
-        task_queue=TASK_QUEUE,
-        workflows=WORKFLOWS,
-        activities=BusinessActivities(http).all(),
-        workflow_runner=workflow_runner(),
-        max_concurrent_activities=200,
-        max_cached_workflows=cached_workflows,
-        graceful_shutdown_timeout=timedelta(seconds=5),
-    )
 
 
 def _runtime(settings: Settings) -> Runtime | None:

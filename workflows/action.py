@@ -10,6 +10,11 @@ local activity) when the record allows it (`ActionRecord.in_task`), publish once
 and keep their latest status in the memo, so a status read is served by the Temporal server alone:
 a confirmed booking then costs one workflow task instead of three, and reads cost no worker time.
 Runs recorded before the patch replay the old command sequence unchanged.
+
+A new action is started by a plain start (eager, in the API's own worker) that carries its creating
+call's wait (`ActionStart.creating_wait_s`); a repeat registers by the `register` update. Runs of the
+current revision (`CURRENT_REVISION`) take every patched path without asking `workflow.patched`, so
+their histories carry no patch markers.
 """
 
 import asyncio
@@ -26,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from settled.activities.business import BusinessActivities
     from settled.activities.inputs import BusinessCall
     from settled.workflows.messages import (
+        CURRENT_REVISION,
         STATUS_MEMO,
         ActionChanged,
         ActionStart,
@@ -73,8 +79,13 @@ def _refuse(error: ControlRefused) -> ApplicationError:
 class ActionWorkflow:
     @workflow.init
     def __init__(self, start: ActionStart) -> None:
+        self._current = start.revision >= CURRENT_REVISION
         self._record = start.carried or ActionRecord.create(start.new, workflow.now())
-        self._record.calls_in_task = workflow.patched(IN_TASK_CALLS)
+        self._record.calls_in_task = self._patched(IN_TASK_CALLS)
+        if start.creating_wait_s is not None and start.carried is None:
+            # Started by the creating call itself (eagerly, without an update): register it here.
+            self._record.apply_register()
+            self._record.await_answer(workflow.now() + timedelta(seconds=start.creating_wait_s))
         self._calling_in_task = False  # publishing waits for the call's answer: one batch, not two
         self._outbox: list[ActionStatus] = [] if start.carried else [self._record.status()]
         self._noted_version = self._record.version
@@ -85,6 +96,10 @@ class ActionWorkflow:
         self._mirror: asyncio.Task[None] | None = None
         self._closing = False
         self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
+
+    def _patched(self, patch_id: str) -> bool:
+        """A patched path: taken at once by a run of the current revision, asked of history otherwise."""
+        return self._current or workflow.patched(patch_id)
 
     # -- the driver ----------------------------------------------------------------------------
 
@@ -101,7 +116,7 @@ class ActionWorkflow:
             step = record.next_step(workflow.now())
             if step.action == "close":
                 break
-            if record.params_redacted and not started_redacted and workflow.patched(CONTINUE_AFTER_REDACTION):
+            if record.params_redacted and not started_redacted and self._patched(CONTINUE_AFTER_REDACTION):
                 await self._continue_as_new(start, publisher)
             if step.action == "dispatch":
                 await self._dispatch()
@@ -214,7 +229,7 @@ class ActionWorkflow:
             lambda why: LookupOutcome(result="inconclusive", detail=f"the lookup did not finish ({why})"),
         )
         # Asked only where the rule changes the outcome, so other runs carry no patch marker.
-        horizon = not record.too_soon_to_tell(outcome, asked_at) or workflow.patched(COMMIT_HORIZON)
+        horizon = not record.too_soon_to_tell(outcome, asked_at) or self._patched(COMMIT_HORIZON)
         record.on_lookup(outcome, workflow.now(), asked_at=asked_at, horizon=horizon)
 
     async def _compensate(self) -> None:
@@ -254,7 +269,7 @@ class ActionWorkflow:
         record = self._record
         attention_changed = record.needs_attention != self._published_attention
         if record.state == self._published_state and not (
-            attention_changed and workflow.patched(ATTENTION_MIRRORED)
+            attention_changed and self._patched(ATTENTION_MIRRORED)
         ):
             return
         self._published_state = record.state

@@ -11,6 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from settled.workflows.messages import (
+        CURRENT_REVISION,
         ActionChanged,
         ChannelEvent,
         ChannelEventResult,
@@ -74,6 +75,11 @@ class ConversationWorkflow:
         # Actions whose params this run's history holds, and whether one of them was redacted since.
         self._unredacted = {e.status.operation_id for e in self._state.events if _has_params(e.status)}
         self._redacted_here = False
+        self._current = start.revision >= CURRENT_REVISION
+
+    def _patched(self, patch_id: str) -> bool:
+        """A patched path: taken at once by a run of the current revision, asked of history otherwise."""
+        return self._current or workflow.patched(patch_id)
 
     def _touch(self) -> None:
         self._activity += 1
@@ -84,9 +90,9 @@ class ConversationWorkflow:
 
     @workflow.run
     async def run(self, start: ConversationStart) -> None:
-        if workflow.patched(ONE_IDLE_TIMER):
+        if self._patched(ONE_IDLE_TIMER):
             idle = await self._until_idle_or_long()
-            if not self._should_continue() or (idle and workflow.patched(IDLE_CLOSE_FIRST)):
+            if not self._should_continue() or (idle and self._patched(IDLE_CLOSE_FIRST)):
                 return
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(ConversationStart(**{**start.model_dump(), "carried": self._state}))
@@ -162,7 +168,7 @@ class ConversationWorkflow:
                 self._redact_log(status)
                 if status.operation_id in self._unredacted:
                     self._unredacted.discard(status.operation_id)
-                    self._redacted_here = self._redacted_here or workflow.patched(CONTINUE_AFTER_REDACTION)
+                    self._redacted_here = self._redacted_here or self._patched(CONTINUE_AFTER_REDACTION)
             elif status.params:
                 self._unredacted.add(status.operation_id)
         self._trim_log()

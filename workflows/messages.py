@@ -13,12 +13,23 @@ Wait = Field(default=0.0, ge=0, le=WAIT_MAX_S)
 # The memo key under which an action keeps its latest durable status: what GET reads, from the server
 # alone, without a query to a worker.
 STATUS_MEMO = "settled_status"
+# The workflow code a run was started by. Runs started at this revision take every path their patches
+# (`workflow.patched`) guard without asking: a new run would be told "patched" anyway, and asking
+# records a marker and a TemporalChangeVersion search-attribute write per patch in its history. Runs
+# recorded earlier carry revision 1 in their input and ask, so they replay exactly as recorded.
+CURRENT_REVISION = 2
+Revision = Field(default=1, ge=1)
 
 
 class ActionStart(BaseModel):
     new: NewAction
     # Set when the workflow continues as new: the record so far.
     carried: ActionRecord | None = None
+    # Set when the creating call started the run with a plain start (which Temporal can run eagerly,
+    # in the API's own worker) instead of update-with-start: the run registers that call as it starts,
+    # and the call waits this long for the outcome (what the `register` update does otherwise).
+    creating_wait_s: float | None = Field(default=None, ge=0, le=WAIT_MAX_S)
+    revision: int = Revision
     # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
     continue_as_new_after: int | None = Field(default=None, ge=1)
 
@@ -71,6 +82,7 @@ class ConversationStart(BaseModel):
     tenant: str | None
     conversation_id: str
     carried: "ConversationState | None" = None
+    revision: int = Revision
     # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
     continue_as_new_after: int | None = Field(default=None, ge=1)
 

@@ -17,7 +17,9 @@ from tests.helpers import BOOKING, Sandbox, create, new_id, start_stack
 
 @pytest.fixture(scope="module")
 def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = start_stack(tmp_path_factory.mktemp("backlog"))
+    # Without the API's own worker, which would run a new action's first task eagerly: the stalled
+    # worker is then the only one that can, as when every worker is stalled.
+    stack = start_stack(tmp_path_factory.mktemp("backlog"), {"SETTLED_API_WORKER": "0"})
     yield stack
     stack.stop()
 

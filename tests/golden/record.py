@@ -21,8 +21,10 @@ HERE = Path(__file__).parent
 # Each recording generation keeps its own files: histories recorded by older code stay, so their
 # replay proves that runs started before a patch still replay. `golden-` was recorded before the
 # in-task business calls and the one idle timer; `golden2-` after them (and `golden2-early-404`,
-# recorded before the commit horizon, re-sends at once); `golden3-` after the commit horizon.
-GENERATION = "golden3"
+# recorded before the commit horizon, re-sends at once); `golden3-` after the commit horizon;
+# `golden4-` since actions start by a plain start (eagerly, in the API's worker) at the current
+# revision, whose runs take the patched paths without recording patch markers.
+GENERATION = "golden4"
 CONVERSATION = f"{GENERATION}-conversation"
 
 

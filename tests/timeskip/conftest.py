@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 from settled.api.app import create_app
-from settled.workers.main import build_worker
+from settled.workflows.hosting import build_worker
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 

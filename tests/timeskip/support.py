@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from google.protobuf.message import Message
-from settled.workers.main import WORKFLOWS, workflow_runner
+from settled.workflows.hosting import WORKFLOWS, workflow_runner
 from settled.workflows.messages import EventsSince
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType

@@ -52,6 +52,8 @@ dispatch = { method = "POST", url = "http://127.0.0.1:8100/refunds" }
         ("SETTLED_WORKER_METRICS_PORT", "metrics", "port number"),
         ("SETTLED_WORKER_CACHED_WORKFLOWS", "0", "1 to 1000000"),
         ("SETTLED_WORKER_CACHED_WORKFLOWS", "many", "1 to 1000000"),
+        ("SETTLED_API_WORKER", "maybe", "expected 1 or 0"),
+        ("SETTLED_API_WORKER", "", "expected 1 or 0"),
         ("SETTLED_RATE_LIMIT", "fast", "N/s"),
         ("SETTLED_RATE_LIMIT", "100", "N/s"),
         ("SETTLED_RATE_LIMIT", "0/s", "more than 0"),
@@ -66,6 +68,12 @@ def test_a_bad_variable_is_refused_naming_it(variable: str, value: str, named: s
     with pytest.raises(SettingsError) as refused:
         Settings.from_env({variable: value})
     assert variable in str(refused.value) and named in str(refused.value)
+
+
+@pytest.mark.parametrize(("value", "hosted"), [("1", True), ("true", True), ("0", False), ("No", False)])
+def test_the_api_worker_switch(value: str, hosted: bool) -> None:
+    assert Settings.from_env({"SETTLED_API_WORKER": value}).api_worker is hosted
+    assert Settings.from_env({}).api_worker  # on unless turned off
 
 
 def test_two_encryption_keys_with_one_id_are_refused() -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from settled.workers.main import WORKFLOWS, workflow_runner
+from settled.workflows.hosting import WORKFLOWS, workflow_runner
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -78,3 +78,19 @@ def test_both_sides_of_the_commit_horizon_patch_are_replayed() -> None:
     assert "commit-horizon" not in _patches("golden2-early-404")
     assert "commit-horizon" in _patches("golden3-early-404")
     assert "commit-horizon" not in _patches("golden3-normal")  # asked only where the rule decides
+
+
+def test_runs_of_the_current_revision_take_the_patched_paths_without_markers() -> None:
+    """golden4 runs were started at the current revision: they take every patched path (a send inside
+    the task, the commit horizon, one idle timer) without recording a marker; golden3 runs asked and
+    recorded them. Both generations replay above, so each run keeps the path it took."""
+    assert "in-task-business-calls" in _patches("golden3-normal")
+    assert "one-idle-timer" in _patches("golden3-conversation")
+    for name in ("golden4-normal", "golden4-early-404", "golden4-lost-in-task", "golden4-conversation"):
+        assert _patches(name) == set(), name
+    assert "core_local_activity" in (GOLDEN / "golden4-lost-in-task.json").read_text()
+    # The action was started by a plain start that carries its creating call's wait (no update).
+    normal = json.loads((GOLDEN / "golden4-normal.json").read_text())["events"]
+    started = normal[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
+    start = json.loads(base64.b64decode(started))
+    assert start["revision"] >= 2 and start["creating_wait_s"] is not None

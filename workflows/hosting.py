@@ -1,0 +1,53 @@
+"""A Temporal worker for settled's workflows and activities, as `settled worker` and the API host one.
+
+The API hosts one on its own client so that Temporal can start an action eagerly: the first workflow
+task comes back in the start's answer and runs in the API process, with no trip through the task
+queue. It runs workflow tasks and their local activities only; regular activities (a send recorded
+before it leaves, a reversal, a lookup nobody waits for) stay with the `settled worker` processes.
+"""
+
+from datetime import timedelta
+
+import httpx
+from settled.activities.business import BusinessActivities
+from settled.workflows.action import ActionWorkflow
+from settled.workflows.conversation import ConversationWorkflow
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from settled.identity import TASK_QUEUE
+
+WORKFLOWS = [ActionWorkflow, ConversationWorkflow]
+# Pure modules shared with the API: loaded once, not re-imported per workflow run.
+PASSED_THROUGH = (
+    "settled",
+    "settled.workflows.messages",
+    "settled.activities.inputs",
+    "pydantic",
+    "pydantic_core",
+    "jsonschema",
+)
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
+    )
+
+
+def build_worker(
+    client: Client, http: httpx.AsyncClient, cached_workflows: int = 500, remote_activities: bool = True
+) -> Worker:
+    """`remote_activities=False`: workflow tasks and local activities only (the API's worker)."""
+    return Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=WORKFLOWS,
+        activities=BusinessActivities(http).all(),
+        workflow_runner=workflow_runner(),
+        max_concurrent_activities=200,
+        max_cached_workflows=cached_workflows,
+        no_remote_activities=not remote_activities,
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
