@@ -5,7 +5,7 @@ end, reads the ground truth from the business system itself. Two benches: the sa
 from typing import Protocol
 
 from settled.drill.scenario import Scenario
-from settled.drill.truth import GroundTruth
+from settled.sandbox.truth import GroundTruth
 
 HELD_TIMEOUT_S = 10.0
 QUIET_TIMEOUT_S = 15.0

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from settled.drill.timeline import DEFINITIVE, Timeline, Utterance
-from settled.drill.truth import GroundTruth
+from settled.sandbox.truth import GroundTruth
 
 CONSENTS = ("consent", "go_ahead")
 WISHES = ("request", "change", "consent", "go_ahead")
@@ -30,11 +30,6 @@ class RunMetrics(BaseModel):
     premature_done: int = 0  # false "done" claims made before a record that did appear later
     first_words_ms: float | None = None  # consent turn heard -> first assistant words
     write_latency_ms: list[float] = Field(default_factory=list)
-
-
-def claim_is_true(claim: str, at: datetime, truth: GroundTruth) -> bool:
-    standing = truth.standing_at(at)
-    return standing if claim == "done" else not standing
 
 
 def same_params(consented: dict[str, Any] | None, written: dict[str, Any]) -> bool:
@@ -77,7 +72,7 @@ def _time_to_truth(timeline: Timeline, truth: GroundTruth) -> tuple[bool, float 
     for answer in timeline.said_by("assistant", "text"):
         if answer.at < asked_at or answer.claim not in DEFINITIVE:
             continue
-        if claim_is_true(answer.claim, answer.at, truth):
+        if truth.claim_is_true(answer.claim, answer.at):
             return True, (answer.at - asked_at).total_seconds() * 1000
     return True, None
 

@@ -13,7 +13,7 @@ from settled.drill.metrics import RunMetrics, measure
 from settled.drill.runlog import RunLog
 from settled.drill.scenario import Scenario
 from settled.drill.timeline import Timeline, now
-from settled.drill.truth import GroundTruth
+from settled.sandbox.truth import GroundTruth
 
 RUN_TIMEOUT_S = 90.0
 ArmFactory = Callable[[Scenario, RunLog], Arm]

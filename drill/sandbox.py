@@ -11,8 +11,7 @@ from settled.drill.cuts import LATE_COMMIT_AFTER_TIMEOUT_S
 from settled.drill.runlog import DrillTimeout
 from settled.drill.scenario import Scenario
 from settled.drill.stack import DRILL_TIMEOUT_S
-from settled.drill.truth import GroundTruth, Record, Write
-from settled.sandbox.store import commit_time
+from settled.sandbox.truth import GroundTruth
 
 POLL_S = 0.05
 
@@ -45,31 +44,6 @@ class SandboxClient:
         response.raise_for_status()
         rows: list[dict[str, Any]] = response.json()["requests"]
         return [row for row in rows if key in (row.get("key"), row.get("client_reference"))]
-
-
-def truth_from_sandbox(records: list[dict[str, Any]], writes: list[dict[str, Any]]) -> GroundTruth:
-    return GroundTruth(
-        records=[
-            Record(
-                id=row["id"],
-                payload=row.get("payload") or {},
-                status=row["status"],
-                committed_at=commit_time(row),
-                cancelled_at=row.get("cancelled_at"),
-            )
-            for row in records
-        ],
-        writes=[
-            Write(
-                received_at=row["received_at"],
-                finished_at=row.get("finished_at"),
-                outcome=row.get("outcome"),
-                status=row.get("status"),
-            )
-            for row in writes
-        ],
-        source="sandbox records and request log",
-    )
 
 
 class SandboxBench:
@@ -127,4 +101,4 @@ class SandboxBench:
         await self.wait_write_done(scenario)
         records = await self.client.records(scenario.task_id)
         writes = await self.client.requests(scenario.task_id, "create")
-        return truth_from_sandbox(records, writes)
+        return GroundTruth.of_sandbox(records, writes)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from settled.drill.truth import GroundTruth, Record, Write
+from settled.sandbox.truth import GroundTruth, Record, Write
 
 Says = Literal["applied", "reversed", "absent"]
 

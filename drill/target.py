@@ -25,7 +25,7 @@ from settled.drill.runlog import DrillTimeout
 from settled.drill.scenario import Scenario
 from settled.drill.signs import Sign, truth_from_signs
 from settled.drill.timeline import now
-from settled.drill.truth import GroundTruth, Write
+from settled.sandbox.truth import GroundTruth, Write
 
 from settled.kinds import HttpCall, KindSpec
 from settled.templates import lookup_path, render

@@ -9,7 +9,7 @@ from settled.drill.options import UsageError, add_arguments, parse_options
 from settled.drill.results import build, state_failures
 from settled.drill.run import RunResult
 from settled.drill.timeline import Timeline
-from settled.drill.truth import GroundTruth
+from settled.sandbox.truth import GroundTruth
 
 from tests.drill.builders import CONTRACT_METRICS, at
 
