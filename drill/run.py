@@ -1,39 +1,71 @@
-"""One run: a scenario's caller against one arm on the bench, then its ground truth and metrics."""
+"""Running the drill: what it runs against (the bench, the tasks, how to make each arm), one run (a
+scenario's caller against one arm on the bench, then its ground truth and metrics), and the whole
+matrix, a few runs at a time.
+"""
 
 import asyncio
+import random
 import time
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+import httpx
 from settled.drill.arms import Arm
-from settled.drill.bench import Bench
-from settled.drill.caller import Caller
-from settled.drill.metrics import RunMetrics, measure
-from settled.drill.runlog import RunLog
-from settled.drill.scenario import Scenario
-from settled.drill.timeline import Timeline, now
+from settled.drill.arms.state import StateArm
+from settled.drill.arms.transcript import TranscriptArm
+from settled.drill.bench import Bench, SandboxBench, SandboxClient
+from settled.drill.call import Caller
+from settled.drill.plan import SANDBOX_TASKS, Scenario, TaskKind
+from settled.drill.results import RunResult, measure
+from settled.drill.timeline import RunLog, now
 from settled.sandbox.truth import GroundTruth
+
+HTTP_TIMEOUT_S = 40.0  # above the longest `wait` the state arm asks for
+LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+
+
+@dataclass
+class Environment:
+    bench: Bench
+    tasks: tuple[TaskKind, ...]
+    api: httpx.AsyncClient
+    service: httpx.AsyncClient | None  # where the transcript arm's tool posts (None: no transcript arm)
+    description: str
+
+    async def warm_up(self, nonce: str) -> None:
+        """One throwaway action per kind, cancelled before anything is sent (no business write), so
+        the first measured runs do not pay for cold workflow caches and connection pools."""
+        for kind in self.tasks:
+            op = f"d{nonce}-warmup-{kind.label}"
+            body = {"conversation_id": f"{op}.conv", "kind": kind.name, "operation_id": op}
+            created = await self.api.post(
+                "/v1/actions", json={**body, "params": kind.make_params(random.Random(0))}
+            )
+            created.raise_for_status()
+            (await self.api.post(f"/v1/actions/{op}/cancel", json={"by": "drill warm-up"})).raise_for_status()
+            (await self.api.get(f"/v1/conversations/{op}.conv/handoff")).raise_for_status()
+
+    def make_arm(self, scenario: Scenario, log: RunLog) -> Arm:
+        if scenario.arm == "state":
+            return StateArm(scenario, log, self.api)
+        if self.service is None:
+            raise ValueError("the transcript arm needs the sandbox business services")
+        return TranscriptArm(scenario, log, self.service)
+
+
+@asynccontextmanager
+async def sandbox_environment(api_url: str, sandbox_url: str, description: str) -> AsyncIterator[Environment]:
+    async with (
+        httpx.AsyncClient(base_url=api_url, timeout=HTTP_TIMEOUT_S, limits=LIMITS) as api,
+        httpx.AsyncClient(base_url=sandbox_url, timeout=HTTP_TIMEOUT_S, limits=LIMITS) as service,
+    ):
+        bench = SandboxBench(SandboxClient(service))
+        yield Environment(bench, SANDBOX_TASKS, api, service, description)
+
 
 RUN_TIMEOUT_S = 90.0
 ArmFactory = Callable[[Scenario, RunLog], Arm]
-
-
-class RunResult(BaseModel):
-    arm: str
-    cut: str
-    seed: int
-    kind: str
-    task_id: str
-    conversation_id: str
-    variant: str | None
-    started_at: datetime
-    duration_ms: float
-    error: str | None = None
-    notes: list[str] = Field(default_factory=list)
-    metrics: RunMetrics
-    timeline: Timeline
-    truth: GroundTruth
 
 
 async def run_one(scenario: Scenario, bench: Bench, make_arm: ArmFactory) -> RunResult:
@@ -71,3 +103,22 @@ async def run_one(scenario: Scenario, bench: Bench, make_arm: ArmFactory) -> Run
         timeline=log.timeline,
         truth=truth,
     )
+
+
+async def run_matrix(
+    scenarios: list[Scenario],
+    bench: Bench,
+    make_arm: ArmFactory,
+    concurrency: int,
+    on_done: Callable[[RunResult], None] = lambda _result: None,
+) -> list[RunResult]:
+    """Results in scenario order. Runs of different tasks share the stack but never a key or a fault."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(scenario: Scenario) -> RunResult:
+        async with slots:
+            result = await run_one(scenario, bench, make_arm)
+        on_done(result)
+        return result
+
+    return list(await asyncio.gather(*(one(scenario) for scenario in scenarios)))

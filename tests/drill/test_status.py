@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from settled.drill.arms.status import at_rest, claim_of, reversing, route_of
+from settled.drill.arms.state import at_rest, claim_of, reversing, route_of
 
 
 def status(state: str, **fields: Any) -> dict[str, Any]:
