@@ -21,15 +21,28 @@ from settled.drill.results import RunResult, measure
 from settled.drill.timeline import RunLog, now
 from settled.sandbox.truth import GroundTruth
 
+from settled.client import SettledClient
+
 HTTP_TIMEOUT_S = 40.0  # above the longest `wait` the state arm asks for
 LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+
+
+def http_client(base_url: str = "") -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=base_url, timeout=HTTP_TIMEOUT_S, limits=LIMITS)
+
+
+@asynccontextmanager
+async def settled_client(api_url: str) -> AsyncIterator[SettledClient]:
+    """settled's API as the drill uses it: without retries, so every answer is measured as given."""
+    async with http_client(api_url) as http:
+        yield SettledClient(http=http, timeout_s=HTTP_TIMEOUT_S, retries=0)
 
 
 @dataclass
 class Environment:
     bench: Bench
     tasks: tuple[TaskKind, ...]
-    api: httpx.AsyncClient
+    api: SettledClient
     service: httpx.AsyncClient | None  # where the transcript arm's tool posts (None: no transcript arm)
     description: str
 
@@ -38,13 +51,11 @@ class Environment:
         the first measured runs do not pay for cold workflow caches and connection pools."""
         for kind in self.tasks:
             op = f"d{nonce}-warmup-{kind.label}"
-            body = {"conversation_id": f"{op}.conv", "kind": kind.name, "operation_id": op}
-            created = await self.api.post(
-                "/v1/actions", json={**body, "params": kind.make_params(random.Random(0))}
-            )
-            created.raise_for_status()
-            (await self.api.post(f"/v1/actions/{op}/cancel", json={"by": "drill warm-up"})).raise_for_status()
-            (await self.api.get(f"/v1/conversations/{op}.conv/handoff")).raise_for_status()
+            conversation = f"{op}.conv"
+            params = kind.make_params(random.Random(0))
+            await self.api.create_action(conversation, kind.name, params, operation_id=op)
+            await self.api.cancel(op, by="drill warm-up")
+            await self.api.handoff(conversation)
 
     def make_arm(self, scenario: Scenario, log: RunLog) -> Arm:
         if scenario.arm == "state":
@@ -57,8 +68,8 @@ class Environment:
 @asynccontextmanager
 async def sandbox_environment(api_url: str, sandbox_url: str, description: str) -> AsyncIterator[Environment]:
     async with (
-        httpx.AsyncClient(base_url=api_url, timeout=HTTP_TIMEOUT_S, limits=LIMITS) as api,
-        httpx.AsyncClient(base_url=sandbox_url, timeout=HTTP_TIMEOUT_S, limits=LIMITS) as service,
+        settled_client(api_url) as api,
+        http_client(sandbox_url) as service,
     ):
         bench = SandboxBench(SandboxClient(service))
         yield Environment(bench, SANDBOX_TASKS, api, service, description)

@@ -31,7 +31,7 @@ from settled.drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S, poll
 from settled.drill.plan import LATE_COMMIT_AFTER_TIMEOUT_S, Scenario, fixed_task
 from settled.drill.proxy import Exchange, FaultProxy, ProxyMode
 from settled.drill.proxy import running as running_proxy
-from settled.drill.run import HTTP_TIMEOUT_S, LIMITS, Environment
+from settled.drill.run import Environment, http_client, settled_client
 from settled.drill.stack import own_stack
 from settled.drill.timeline import now
 from settled.sandbox.truth import GroundTruth, Record, Write
@@ -429,10 +429,8 @@ async def target_environment(
         parse_kinds(text, "the drill's temporary kinds file")  # fail here, not in the worker
         with console.status(f"starting the stack, with {kind} behind the fault proxy…"):
             running = await stack.enter_async_context(own_stack(text, with_sandbox=False))
-        api = await stack.enter_async_context(
-            httpx.AsyncClient(base_url=running.api_url, timeout=HTTP_TIMEOUT_S, limits=LIMITS)
-        )
-        direct = await stack.enter_async_context(httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, limits=LIMITS))
+        api = await stack.enter_async_context(settled_client(running.api_url))
+        direct = await stack.enter_async_context(http_client())
         bench = TargetBench(spec, proxies, direct)
         task = fixed_task(kind, spec.description, params, after)
         yield Environment(
