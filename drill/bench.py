@@ -36,6 +36,8 @@ class Bench(Protocol):
         """Retire the task's faults, wait until nothing is in flight, and read the ground truth."""
 
 
+# -- the sandbox bench -----------------------------------------------------------------------------
+
 POLL_S = 0.05
 
 

@@ -31,6 +31,8 @@ from settled.drill.timeline import (
     now,
 )
 
+# -- simulated speech ------------------------------------------------------------------------------
+
 MS_PER_CHAR = 8.0
 
 
@@ -123,6 +125,8 @@ class Texter:
             **fields,
         )
 
+
+# -- the scripted caller ---------------------------------------------------------------------------
 
 WAIT_S = 15.0
 TEXT_DEADLINE_S = 15.0

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+# -- the cuts --------------------------------------------------------------------------------------
+
 FaultMode = Literal["drop_after_apply", "fail_before_apply", "hold", "late_commit"]
 # C7: the write reaches the service this long after the client's timeout, and lookups see nothing of
 # it until then (a queue, a request still being processed elsewhere): a 404 in between proves nothing.
@@ -54,6 +56,8 @@ def parse_cuts(text: str) -> list[Cut]:
         raise ValueError(f"unknown cut(s) {unknown or text!r}: choose from {', '.join(CUTS)}")
     return [CUTS[name] for name in dict.fromkeys(names)]
 
+
+# -- the tasks -------------------------------------------------------------------------------------
 
 Params = dict[str, Any]
 ROOMS = ("Ada", "Hopper", "Lovelace", "Noether", "Turing", "Curie")
@@ -132,6 +136,8 @@ def fixed_task(kind: str, description: str, params: Params, changed: Params) -> 
         change_text=lambda p: f"Oh wait, make that {json.dumps(p, sort_keys=True)} instead.",
     )
 
+
+# -- the scenarios ---------------------------------------------------------------------------------
 
 ARMS = ("transcript", "state")
 
@@ -225,6 +231,8 @@ def plan(
                     )
     return scenarios
 
+
+# -- the options -----------------------------------------------------------------------------------
 
 DEFAULT_SEEDS = 3
 DEFAULT_CONCURRENCY = 4

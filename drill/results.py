@@ -18,6 +18,8 @@ from settled.drill.plan import CUTS
 from settled.drill.timeline import DEFINITIVE, Timeline, Utterance
 from settled.sandbox.truth import GroundTruth
 
+# -- one run ---------------------------------------------------------------------------------------
+
 CONSENTS = ("consent", "go_ahead")
 WISHES = ("request", "change", "consent", "go_ahead")
 
@@ -135,6 +137,9 @@ def measure(timeline: Timeline, truth: GroundTruth) -> RunMetrics:
     return metrics
 
 
+# -- over the runs of one arm and cut --------------------------------------------------------------
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Linear interpolation between closest ranks; None for no values."""
     if not values:
@@ -179,6 +184,8 @@ def summarize(runs: Sequence[RunMetrics]) -> dict[str, Any]:
     summary["runs"] = len(runs)
     return summary
 
+
+# -- results.json ----------------------------------------------------------------------------------
 
 FALSE_OR_DUPLICATE = ("duplicate_writes", "false_done", "false_not_done")
 

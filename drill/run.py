@@ -23,6 +23,8 @@ from settled.sandbox.truth import GroundTruth
 
 from settled.client import SettledClient
 
+# -- what a drill runs against ---------------------------------------------------------------------
+
 HTTP_TIMEOUT_S = 40.0  # above the longest `wait` the state arm asks for
 LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
 
@@ -74,6 +76,8 @@ async def sandbox_environment(api_url: str, sandbox_url: str, description: str) 
         bench = SandboxBench(SandboxClient(service))
         yield Environment(bench, SANDBOX_TASKS, api, service, description)
 
+
+# -- one run, and the matrix -----------------------------------------------------------------------
 
 RUN_TIMEOUT_S = 90.0
 ArmFactory = Callable[[Scenario, RunLog], Arm]

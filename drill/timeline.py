@@ -76,6 +76,8 @@ class Timeline(BaseModel):
         return next((mark for mark in self.marks if mark.name == name), None)
 
 
+# -- the live log of a run -------------------------------------------------------------------------
+
 T = TypeVar("T")
 
 

@@ -39,6 +39,8 @@ class Arm(Protocol):
         """Stop everything still running."""
 
 
+# -- background work -------------------------------------------------------------------------------
+
 T = TypeVar("T")
 
 

@@ -25,6 +25,8 @@ from settled.client import EventType, SettledAPIError, SettledClient
 from settled.models import ActionStatus, Channel
 from settled.states import SETTLED, State
 
+# -- reading settled's ActionStatus ----------------------------------------------------------------
+
 T = TypeVar("T")
 
 
@@ -64,6 +66,8 @@ def situation(status: ActionStatus) -> tuple[Any, ...]:
     """What a sentence about the action depends on: the same situation is not announced twice."""
     return (status.state, status.authorized, status.cancel_requested, status.compensated, status.say)
 
+
+# -- the arm ---------------------------------------------------------------------------------------
 
 SYNC_WAIT_S = 1.0  # how long a voice turn waits for the business system before speaking
 TEXT_WAIT_S = 5.0
