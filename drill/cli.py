@@ -1,4 +1,5 @@
-"""`settled drill`: the command. settled's CLI hands over with `add_arguments(parser)` and `run(args)`."""
+"""`settled drill`: the command. settled's CLI adds the flags with `plan.add_arguments(parser)` and hands
+over with `run(args)`."""
 
 import argparse
 import asyncio
@@ -10,16 +11,14 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from settled.drill import chart, report, results
-from settled.drill.environment import Environment, sandbox_environment
-from settled.drill.matrix import run_matrix
-from settled.drill.options import Options, UsageError, add_arguments, parse_options
-from settled.drill.run import RunResult
-from settled.drill.scenario import plan
+from settled.drill import report, results
+from settled.drill.plan import Options, UsageError, parse_options, plan
+from settled.drill.results import RunResult
+from settled.drill.run import Environment, run_matrix, sandbox_environment
 from settled.drill.stack import own_stack
 from settled.drill.timeline import now
 
-__all__ = ["Options", "add_arguments", "drill", "exit_code", "run"]
+__all__ = ["drill", "exit_code", "run"]
 
 EXIT_STATE_FAILED = 1  # the state arm made a duplicate write or a false claim
 EXIT_BROKEN = 2  # the drill could not run as asked (usage, stack, failed runs)
@@ -28,7 +27,7 @@ EXIT_BROKEN = 2  # the drill could not run as asked (usage, stack, failed runs)
 @asynccontextmanager
 async def environment(options: Options, console: Console) -> AsyncIterator[Environment]:
     if options.target_kind is not None:
-        from settled.drill.target_env import target_environment  # the proxy and uvicorn only when needed
+        from settled.drill.target import target_environment  # the proxy and uvicorn only when needed
 
         assert options.config is not None
         async with target_environment(
@@ -82,7 +81,7 @@ async def drill(options: Options, console: Console) -> dict[str, Any]:
     options.out.mkdir(parents=True, exist_ok=True)
     results.write(options.out, built)
     report.write(options.out, built, meta)
-    chart.draw(built, options.out)
+    report.draw_chart(built, options.out)
     return built
 
 

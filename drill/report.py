@@ -1,13 +1,20 @@
-"""The human-readable report: rich tables for the terminal and report.md beside results.json."""
+"""The human-readable outputs: rich tables for the terminal, and report.md and chart.png (false
+claims and duplicate writes per cut, both arms side by side) beside results.json.
+"""
 
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 from rich import box
 from rich.table import Table
-from settled.drill.cuts import CUTS
+from settled.drill.plan import CUTS
 from settled.drill.results import api_latency, errored, latency, state_failures
+
+matplotlib.use("Agg")  # files only: no display, no GUI toolkit
+
+import matplotlib.pyplot as plt
 
 # (metric, short terminal header): counts, then times; the terminal shows them as two tables.
 COUNTS = (
@@ -204,4 +211,37 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
 def write(out: Path, results: dict[str, Any], meta: dict[str, Any]) -> Path:
     path = out / "report.md"
     path.write_text(markdown(results, meta))
+    return path
+
+
+# -- chart.png ---------------------------------------------------------------------------------
+
+COLOURS = {"transcript": "#d1495b", "state": "#2e86ab"}
+
+
+def draw_chart(results: dict[str, Any], out: Path) -> Path:
+    """chart.png: false claims and duplicate writes per cut, both arms side by side."""
+    cuts, arms = results["cuts"], results["arms"]
+    panels = (
+        ("false claims (done + not done)", lambda m: m["false_done"] + m["false_not_done"]),
+        ("duplicate writes", lambda m: m["duplicate_writes"]),
+    )
+    figure, axes = plt.subplots(1, len(panels), figsize=(11, 4), sharey=False)
+    width = 0.8 / max(len(arms), 1)
+    for axis, (title, value) in zip(axes, panels, strict=True):
+        for index, arm in enumerate(arms):
+            heights = [value(results["summary"][arm][cut]) for cut in cuts]
+            positions = [c + (index - (len(arms) - 1) / 2) * width for c in range(len(cuts))]
+            bars = axis.bar(positions, heights, width, label=arm, color=COLOURS.get(arm))
+            axis.bar_label(bars, fontsize=8)  # a zero is a result too: show it
+        axis.set_xticks(range(len(cuts)), cuts)
+        axis.set_title(title)
+        axis.set_ylabel(f"count over {results['seeds']} seed(s)")
+        axis.yaxis.get_major_locator().set_params(integer=True)
+    axes[0].legend()
+    figure.suptitle("settled drill: counted from the business system's records")
+    figure.tight_layout()
+    path = out / "chart.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
     return path

@@ -1,37 +1,184 @@
 """`--target-kind`: the state arm's cuts against a user's own (staging) service.
 
 settled reaches the service through a fault proxy per origin (its URLs rewritten in a temporary
-kinds file); the proxy plays the sandbox's faults. Ground truth never comes from settled: the
-kind's lookup URL is polled directly for the task's operation key, and the proxy's log says which
-writes reached the service and what the service answered to each.
+kinds file, written back out as TOML), and the proxy plays the sandbox's faults. Params, when none
+are given, are built from the kind's JSON Schema.
+
+Ground truth never comes from settled, only from what the service itself said: a sign is one answer
+of the service about the task (a 2xx to a write, seen by the proxy even when the client never got
+it; a lookup, the drill's own, polled directly, or settled's through the proxy; a successful
+compensation). Each has the time the question left and the time the answer arrived, so an answer
+that was already under way when the record was made cannot be misread as the record vanishing.
 """
 
 import asyncio
 import contextlib
 import json
+import math
 import re
-import time
-from collections.abc import Callable
+import tomllib
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
-from settled.drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S
-from settled.drill.cuts import LATE_COMMIT_AFTER_TIMEOUT_S
+from rich.console import Console
+from settled.drill.bench import HELD_TIMEOUT_S, QUIET_TIMEOUT_S, poll
+from settled.drill.plan import LATE_COMMIT_AFTER_TIMEOUT_S, Scenario, fixed_task
 from settled.drill.proxy import Exchange, FaultProxy, ProxyMode
-from settled.drill.runlog import DrillTimeout
-from settled.drill.scenario import Scenario
-from settled.drill.signs import Sign, truth_from_signs
+from settled.drill.proxy import running as running_proxy
+from settled.drill.run import Environment, http_client, settled_client
+from settled.drill.stack import own_stack
 from settled.drill.timeline import now
-from settled.drill.truth import GroundTruth, Write
+from settled.sandbox.truth import GroundTruth, Record, Write
 
-from settled.kinds import HttpCall, KindSpec
+from settled.kinds import HttpCall, KindSpec, load_kinds, parse_kinds
+from settled.params import InvalidParams, validate_params
 from settled.templates import lookup_path, render
 
+# -- ground truth from signs ------------------------------------------------------------------
+
+Says = Literal["applied", "reversed", "absent"]
+
+
+@dataclass(frozen=True)
+class Sign:
+    sent: datetime
+    at: datetime
+    says: Says
+    ref: str | None = None  # the record it is about (None: the task's record, whatever its id)
+    payload: dict[str, Any] | None = None  # what was written (a write) or what the service shows (a lookup)
+
+
+def truth_from_signs(signs: list[Sign], writes: list[Write], source: str) -> GroundTruth:
+    created: dict[str, datetime] = {}
+    payloads: dict[str, dict[str, Any]] = {}
+    reversed_at: dict[str, datetime] = {}
+    ordered = sorted(signs, key=lambda s: s.at)
+    # An answer that carries no reference is about the task's record: the first one that has one.
+    default = next((sign.ref for sign in ordered if sign.ref is not None), "applied")
+    for sign in ordered:
+        ref = sign.ref or default
+        if sign.says in ("applied", "reversed"):
+            created.setdefault(ref, sign.at)
+            if sign.payload:
+                payloads.setdefault(ref, sign.payload)
+        if sign.says == "reversed":
+            reversed_at.setdefault(ref, sign.at)
+        if sign.says == "absent":
+            for known, at in created.items():
+                if at < sign.sent:  # it stood before the question was asked, and is gone now
+                    reversed_at.setdefault(known, sign.at)
+    records = [
+        Record(
+            id=ref,
+            payload=payloads.get(ref, {}),
+            status="cancelled" if ref in reversed_at else "applied",
+            committed_at=at,
+            cancelled_at=reversed_at.get(ref),
+        )
+        for ref, at in sorted(created.items(), key=lambda item: item[1])
+    ]
+    return GroundTruth(records=records, writes=writes, source=source)
+
+
+# -- params for a kind when none are given: from its JSON Schema (examples, defaults, enums, then
+# simple values that satisfy the usual constraints), and a change of one field for C6 ------------
+
+
+class NoSample(ValueError):
+    """The schema asks for something a simple value cannot satisfy; the user must give params."""
+
+
+def _sample_value(name: str, schema: dict[str, Any]) -> Any:
+    for hint in ("examples", "enum"):
+        if schema.get(hint):
+            return schema[hint][0]
+    if "default" in schema or "const" in schema:
+        return schema.get("const", schema.get("default"))
+    kind = schema.get("type")
+    if kind == "string" and "pattern" not in schema and "format" not in schema:
+        return f"drill-{name}".ljust(int(schema.get("minLength", 0)), "x")
+    if kind in ("number", "integer"):
+        floor = max(float(schema.get("minimum", 1)), float(schema.get("exclusiveMinimum", 0)) + 1)
+        return int(floor) if kind == "integer" else round(floor + 0.5, 2)
+    if kind == "boolean":
+        return True
+    raise NoSample(f"cannot make up a value for {name!r} ({schema}); pass --params")
+
+
+def sample_params(schema: dict[str, Any]) -> dict[str, Any]:
+    properties: dict[str, dict[str, Any]] = schema.get("properties", {})
+    wanted = schema.get("required", list(properties))
+    return {name: _sample_value(name, properties.get(name, {})) for name in wanted}
+
+
+def changed_params(schema: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The same params with one field changed: the first number grows, else the first free string."""
+    properties: dict[str, dict[str, Any]] = schema.get("properties", {})
+    for name, current in params.items():
+        spec = properties.get(name, {})
+        if isinstance(current, bool) or "enum" in spec or "const" in spec:
+            continue
+        if isinstance(current, int | float) and "maximum" not in spec:
+            return {**params, name: current + 1}
+    for name, current in params.items():
+        spec = properties.get(name, {})
+        if isinstance(current, str) and not {"enum", "const", "pattern", "format", "maxLength"} & set(spec):
+            return {**params, name: f"{current}-changed"}
+    raise NoSample("cannot make up a changed value for any param; pass --changed-params")
+
+
+# -- the temporary kinds file: TOML, the subset kinds files use (strings, numbers, booleans, arrays
+# and tables) ----------------------------------------------------------------------------------
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(name: str) -> str:
+    return name if _BARE_KEY.match(name) else json.dumps(name)
+
+
+def toml_value(item: Any) -> str:
+    """One TOML value, inline. JSON's string escapes are all valid TOML basic-string escapes."""
+    if isinstance(item, bool):
+        return "true" if item else "false"
+    if isinstance(item, int):
+        return str(item)
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            raise ValueError(f"cannot write {item!r} to a kinds file")
+        return repr(item)
+    if isinstance(item, str):
+        return json.dumps(item)
+    if isinstance(item, list):
+        return "[" + ", ".join(toml_value(element) for element in item) + "]"
+    if isinstance(item, dict):
+        return (
+            "{ " + ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in item.items()) + " }"
+            if item
+            else "{}"
+        )
+    raise ValueError(f"cannot write a {type(item).__name__} to a kinds file")
+
+
+def kinds_file(tables: dict[str, dict[str, Any]]) -> str:
+    """`[kinds.NAME]` per table, every key on its own line (nested tables inline)."""
+    lines = []
+    for name, table in tables.items():
+        lines.append(f"[kinds.{_toml_key(name)}]")
+        lines += [f"{_toml_key(k)} = {toml_value(v)}" for k, v in table.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# -- the target bench: faults in the proxy, signs from lookups and the proxy's log ----------------
+
 SAMPLE_EVERY_S = 0.05
-POLL_S = 0.05
 PROXY_MODES: dict[str, ProxyMode] = {
     "drop_after_apply": "drop_after_forward",
     "fail_before_apply": "unavailable",
@@ -197,27 +344,20 @@ class TargetBench:
         )
         self._faults[scenario.task_id] = fault.id
 
-    async def _poll(self, probe: Callable[[], bool], timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not probe():
-            if time.monotonic() > deadline:
-                raise DrillTimeout(f"timed out after {timeout_s:g}s waiting for {what}")
-            await asyncio.sleep(POLL_S)
-
     async def wait_held(self, scenario: Scenario) -> None:
-        def held() -> bool:
+        async def held() -> bool:
             return any(e.held for e in self._exchanges(scenario))
 
-        await self._poll(held, HELD_TIMEOUT_S, f"the write of {scenario.task_id} to be held")
+        await poll(held, HELD_TIMEOUT_S, f"the write of {scenario.task_id} to be held")
 
     async def release(self, scenario: Scenario) -> None:
         self.dispatch_proxy.release(self._faults[scenario.task_id])
 
     async def wait_write_done(self, scenario: Scenario) -> None:
-        def quiet() -> bool:
+        async def quiet() -> bool:
             return all(e.state == "done" for e in self._exchanges(scenario))
 
-        await self._poll(quiet, QUIET_TIMEOUT_S, f"{scenario.task_id} to be quiet")
+        await poll(quiet, QUIET_TIMEOUT_S, f"{scenario.task_id} to be quiet")
 
     async def finish(self, scenario: Scenario) -> GroundTruth:
         fault_id = self._faults.pop(scenario.task_id, None)
@@ -232,4 +372,67 @@ class TargetBench:
         signs, writes = self.signs(scenario, watch.signs)
         return truth_from_signs(
             signs, writes, "the kind's lookup URL, polled directly, and the fault proxy's log"
+        )
+
+
+# -- setting up: the user's kind, one fault proxy per origin it calls, a temporary kinds file
+# pointing settled at the proxies, and a stack of the drill's own that uses it ------------------
+
+
+class TargetError(ValueError):
+    """The target kind cannot be drilled as given; the message says why."""
+
+
+def _spec(kind: str, config: Path) -> tuple[KindSpec, dict[str, Any]]:
+    kinds = load_kinds(config)
+    spec = kinds.get(kind)
+    if spec is None:
+        raise TargetError(f"{config} declares no kind {kind!r} (it has: {', '.join(kinds.names())})")
+    if spec.lookup is None:
+        raise TargetError(f"kind {kind!r} has no lookup URL: the drill reads the ground truth through it")
+    table: dict[str, Any] = tomllib.loads(config.read_text())["kinds"][kind]
+    return spec, table
+
+
+def _params(
+    spec: KindSpec, given: dict[str, Any] | None, changed: dict[str, Any] | None
+) -> tuple[dict, dict]:
+    try:
+        params = given or sample_params(spec.params_schema)
+        after = changed or changed_params(spec.params_schema, params)
+        for flag, value in (("--params", params), ("--changed-params", after)):
+            try:
+                validate_params(spec, value)
+            except InvalidParams as error:
+                raise TargetError(f"{flag} {value}: {error}") from None
+    except NoSample as error:
+        raise TargetError(str(error)) from None
+    if after == params:
+        raise TargetError("--changed-params must differ from --params (C6 changes a parameter)")
+    return params, after
+
+
+@asynccontextmanager
+async def target_environment(
+    kind: str,
+    config: Path,
+    params: dict[str, Any] | None,
+    changed: dict[str, Any] | None,
+    console: Console,
+) -> AsyncIterator[Environment]:
+    spec, table = _spec(kind, config)
+    params, after = _params(spec, params, changed)
+    origins = sorted({origin(call.url) for name in CALLS if (call := getattr(spec, name)) is not None})
+    async with AsyncExitStack() as stack:
+        proxies = {url: await stack.enter_async_context(running_proxy(url)) for url in origins}
+        text = kinds_file({kind: rewrite(table, {url: p.url for url, p in proxies.items()})})
+        parse_kinds(text, "the drill's temporary kinds file")  # fail here, not in the worker
+        with console.status(f"starting the stack, with {kind} behind the fault proxy…"):
+            running = await stack.enter_async_context(own_stack(text, with_sandbox=False))
+        api = await stack.enter_async_context(settled_client(running.api_url))
+        direct = await stack.enter_async_context(http_client())
+        bench = TargetBench(spec, proxies, direct)
+        task = fixed_task(kind, spec.description, params, after)
+        yield Environment(
+            bench, (task,), api, None, f"kind {kind} at {', '.join(origins)} behind the fault proxy"
         )

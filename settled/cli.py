@@ -74,8 +74,9 @@ def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def parser() -> argparse.ArgumentParser:
-    # drill.options, not drill.cli: matplotlib loads when the drill runs, not at every start.
-    from settled.drill.options import add_arguments as add_drill_arguments
+    # drill.plan, not drill.cli: standard library only, so every start stays light (matplotlib and
+    # rich load when the drill runs).
+    from settled.drill.plan import add_arguments as add_drill_arguments
 
     root = argparse.ArgumentParser(prog="settled", description=__doc__)
     sub = root.add_subparsers(dest="command", required=True)

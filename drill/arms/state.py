@@ -12,28 +12,62 @@ a bound) and then says what is known; it announces a later outcome once it is se
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-import httpx
-from settled.drill.arms.background import Background
-from settled.drill.arms.status import (
-    SETTLED,
-    SettledApiError,
-    Status,
-    at_rest,
-    changed,
-    claim_of,
-    reversing,
-    route_of,
-    situation,
-)
-from settled.drill.runlog import DrillTimeout, RunLog
-from settled.drill.scenario import Scenario
-from settled.drill.speech import Texter, Voice
-from settled.drill.tasks import Params
-from settled.drill.timeline import Utterance
+from settled.drill.arms import Background
+from settled.drill.call import Texter, Voice
+from settled.drill.plan import Params, Scenario
+from settled.drill.timeline import Claim, DrillTimeout, RunLog, Utterance
+
+from settled.client import EventType, SettledAPIError, SettledClient
+from settled.models import ActionStatus, Channel
+from settled.states import SETTLED, State
+
+# -- reading settled's ActionStatus ----------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class UnexpectedAnswer(Exception):
+    """settled answered something the arm cannot go on from (the run fails with it)."""
+
+
+def waiting_for_user(status: ActionStatus) -> bool:
+    return status.state == State.REQUESTED and not status.authorized
+
+
+def reversing(status: ActionStatus) -> bool:
+    """Confirmed, cancel requested, and a compensation still under way (not refused, not impossible)."""
+    too_late = any(entry.event == "cancel_too_late" for entry in status.log)
+    return (
+        status.state == State.CONFIRMED
+        and status.cancel_requested
+        and not status.compensated
+        and status.reason is None
+        and not too_late
+    )
+
+
+def at_rest(status: ActionStatus) -> bool:
+    return (status.state in SETTLED and not reversing(status)) or waiting_for_user(status)
+
+
+def changed(told: tuple[Any, ...], status: ActionStatus) -> bool:
+    return situation(status) != told
+
+
+def claim_of(status: ActionStatus) -> Claim:
+    return "prompt" if waiting_for_user(status) else status.claim
+
+
+def situation(status: ActionStatus) -> tuple[Any, ...]:
+    """What a sentence about the action depends on: the same situation is not announced twice."""
+    return (status.state, status.authorized, status.cancel_requested, status.compensated, status.say)
+
+
+# -- the arm ---------------------------------------------------------------------------------------
 
 SYNC_WAIT_S = 1.0  # how long a voice turn waits for the business system before speaking
 TEXT_WAIT_S = 5.0
@@ -46,10 +80,10 @@ SETTLE_S = 15.0
 class StateArm:
     name = "state"
 
-    def __init__(self, scenario: Scenario, log: RunLog, api: httpx.AsyncClient) -> None:
+    def __init__(self, scenario: Scenario, log: RunLog, settled: SettledClient) -> None:
         self.scenario = scenario
         self.log = log
-        self.api = api
+        self.settled = settled
         self.voice = Voice(log)
         self.text = Texter(log)
         self.background = Background()
@@ -66,62 +100,63 @@ class StateArm:
 
     # -- the API -------------------------------------------------------------------------------
 
-    async def _call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, wait: float | None = None
-    ) -> httpx.Response:
-        params = {"wait": wait} if wait is not None else None
+    async def _timed(self, route: str, call: Awaitable[T], wait: float | None = None) -> T:
+        """One latency sample per call that settled answered, refusals included, by route."""
+        label = route + ("?wait" if wait else "")
         started = time.monotonic()
-        response = await self.api.request(method, path, json=body, params=params)
-        self.log.sample((time.monotonic() - started) * 1000, "api", route_of(method, path, wait))
-        if response.status_code >= 500 or response.status_code in (400, 404, 422):
-            raise SettledApiError(f"{method} {path}: {response.status_code} {response.text[:300]}")
-        return response
+        try:
+            answer = await call
+        except SettledAPIError:
+            self.log.sample((time.monotonic() - started) * 1000, "api", label)
+            raise
+        self.log.sample((time.monotonic() - started) * 1000, "api", label)
+        return answer
 
-    async def _status(self) -> Status:
-        status: Status = (await self._call("GET", f"/v1/actions/{self.op}")).json()
-        return status
+    async def _status(self) -> ActionStatus:
+        return await self._timed("GET /v1/actions/{id}", self.settled.get(self.op))
 
-    async def _action(self, control: str, body: dict[str, Any], wait: float | None = None) -> Status:
-        response = await self._call("POST", f"/v1/actions/{self.op}/{control}", body, wait)
-        if response.status_code == 409:  # refused (e.g. already dispatched): the record says why
-            self.notes.append(f"{control} refused: {response.json()['error']['code']}")
+    async def _control(
+        self, control: str, call: Awaitable[ActionStatus], wait: float | None = None
+    ) -> ActionStatus:
+        try:
+            return await self._timed(f"POST /v1/actions/{{id}}/{control}", call, wait)
+        except SettledAPIError as error:
+            if error.status != 409:
+                raise
+            # Refused (e.g. already dispatched): the record says why.
+            self.notes.append(f"{control} refused: {error.code}")
             return await self._status()
-        status: Status = response.json()
-        return status
 
-    async def _event(self, type_: str, channel: str, reason: str | None = None) -> None:
-        body = {"type": type_, "channel": channel, "reason": reason}
-        await self._call("POST", f"/v1/conversations/{self.scenario.conversation_id}/events", body)
+    async def _event(self, type_: EventType, channel: Channel, reason: str | None = None) -> None:
+        event = self.settled.conversation_event(self.scenario.conversation_id, type_, channel, reason)
+        await self._timed("POST /v1/conversations/{id}/events", event)
 
-    async def _present(self, channel: str, spoken: Utterance, said: Status) -> None:
-        body = {"channel": channel, "text": spoken.spoken, "completed": spoken.completed}
+    async def _present(self, channel: Channel, spoken: Utterance, said: ActionStatus) -> None:
         if spoken.completed:
             self._delivered.add(spoken.text)
-        recorded = await self._action("presented", body)
-        presented = recorded.get("presented") or {}
-        if presented.get("state") not in (None, said["state"]):
-            # `presented` has no field for the state the sentence was about: settled stamps the
-            # state it has when the record arrives, which may already be a later one.
+        call = self.settled.presented(self.op, channel, spoken.spoken, spoken.completed)
+        presented = (await self._control("presented", call)).presented
+        if presented is not None and presented.state != said.state:
+            # `presented.state` is the state settled has when the record arrives, which may already
+            # be a later one than the sentence was about.
             self.notes.append(
-                f"presented: said while {said['state']}, recorded as presented in state {presented['state']}"
+                f"presented: said while {said.state}, recorded as presented in state {presented.state}"
             )
 
-    def _authorized(self, status: Status, started: float) -> None:
-        if status["authorized"]:
-            self.log.mark("consent_recorded", status["params"])
-        if status["state"] == "confirmed" and status["attempts"] == 1:
+    def _authorized(self, status: ActionStatus, started: float) -> None:
+        if status.authorized:
+            self.log.mark("consent_recorded", status.params)
+        if status.state == "confirmed" and status.attempts == 1:
             self.log.sample((time.monotonic() - started) * 1000)
 
     # -- voice ---------------------------------------------------------------------------------
 
-    def _announce(self, status: Status) -> None:
+    def _announce(self, status: ActionStatus) -> None:
         # A reversal under way is waited out, not announced: "done" would be stale within milliseconds.
         if situation(status) == self._announced or reversing(status):
             return
         self._announced = situation(status)
-        future = self.voice.say(
-            status["say"], claim=claim_of(status), reports_outcome=status["state"] in SETTLED
-        )
+        future = self.voice.say(status.say, claim=claim_of(status), reports_outcome=status.state in SETTLED)
 
         async def presented() -> None:
             spoken = await future
@@ -135,7 +170,7 @@ class StateArm:
         waited out rather than announced as done)."""
         while True:
             status = await self._status()
-            if status["state"] in SETTLED:
+            if status.state in SETTLED:
                 self._announce(status)
             await asyncio.sleep(NARRATE_POLL_S)
 
@@ -144,38 +179,39 @@ class StateArm:
             self._narrator = self.background.spawn(self._narrate())
 
     async def _create(self) -> None:
-        body = {
-            "conversation_id": self.scenario.conversation_id,
-            "kind": self.scenario.kind.name,
-            "params": self.scenario.params,
-            "operation_id": self.op,  # derived from the task: a retry of this call reuses it
-        }
-        status: Status = (await self._call("POST", "/v1/actions", body)).json()
+        scenario = self.scenario
+        # The operation id is derived from the task: a retry of this call reuses it.
+        create = self.settled.create_action(
+            scenario.conversation_id, scenario.kind.name, scenario.params, operation_id=self.op
+        )
+        status = await self._timed("POST /v1/actions", create)
         self._announce(status)
 
     async def _authorize(self) -> None:
         started = time.monotonic()
-        status = await self._action("authorize", {"by": "caller"}, wait=SYNC_WAIT_S)
+        authorize = self.settled.authorize(self.op, "caller", wait=SYNC_WAIT_S)
+        status = await self._control("authorize", authorize, SYNC_WAIT_S)
         self._authorized(status, started)
         self._announce(status)
         self._watch()
 
     async def _amend(self, params: Params) -> None:
-        self._announce(await self._action("amend", {"params": params}))
+        self._announce(await self._control("amend", self.settled.amend(self.op, params)))
 
     async def _cancel(self) -> None:
-        status = await self._action("cancel", {"by": "caller", "reason": "the customer asked"})
+        cancel = self.settled.cancel(self.op, "caller", "the customer asked")
+        status = await self._control("cancel", cancel)
         self.log.mark("cancel_handled")
         self._announce(status)
         self._watch()
 
     # -- text ----------------------------------------------------------------------------------
 
-    def _send(self, text: str, status: Status) -> None:
-        said = self.text.send(text, claim=claim_of(status), reports_outcome=status["state"] in SETTLED)
+    def _send(self, text: str, status: ActionStatus) -> None:
+        said = self.text.send(text, claim=claim_of(status), reports_outcome=status.state in SETTLED)
         self._presenting.append(self.background.spawn(self._present("text", said, status)))
 
-    async def _until(self, done: Callable[[Status], bool], timeout_s: float) -> Status:
+    async def _until(self, done: Callable[[ActionStatus], bool], timeout_s: float) -> ActionStatus:
         deadline = time.monotonic() + timeout_s
         status = await self._status()
         while not done(status) and time.monotonic() < deadline:
@@ -183,45 +219,47 @@ class StateArm:
             status = await self._status()
         return status
 
-    async def _follow_up(self, status: Status) -> None:
+    async def _follow_up(self, status: ActionStatus) -> None:
         """After "sent, not confirmed, checking": look it up now, and say the verified answer."""
         deadline = time.monotonic() + FOLLOW_UP_S
         told = situation(status)
         while claim_of(status) in ("unknown", "in_progress") and time.monotonic() < deadline:
-            if status["state"] in ("running", "unknown"):
-                status = await self._action("reconcile", {}, wait=TEXT_WAIT_S)
+            if status.state in ("running", "unknown"):
+                reconcile = self.settled.reconcile(self.op, wait=TEXT_WAIT_S)
+                status = await self._control("reconcile", reconcile, TEXT_WAIT_S)
             if situation(status) == told:  # a coalesced reconcile answers at once: watch instead
                 status = await self._until(partial(changed, told), deadline - time.monotonic())
             if situation(status) != told:
                 told = situation(status)
-                self._send(status["say"], status)
+                self._send(status.say, status)
 
     async def _report(self) -> None:
-        handoff = (
-            await self._call("GET", f"/v1/conversations/{self.scenario.conversation_id}/handoff")
-        ).json()
-        mine = [action for action in handoff["actions"] if action["operation_id"] == self.op]
+        handoff = await self._timed(
+            "GET /v1/conversations/{id}/handoff", self.settled.handoff(self.scenario.conversation_id)
+        )
+        mine = [action for action in handoff.actions if action.operation_id == self.op]
         if not mine:
-            raise SettledApiError(f"the handoff does not list {self.op}")
+            raise UnexpectedAnswer(f"the handoff does not list {self.op}")
         status = mine[-1]
         if reversing(status):
             status = await self._until(lambda s: not reversing(s), FOLLOW_UP_S)
-            self._send(status["say"], status)
+            self._send(status.say, status)
         else:
             # The handoff's say is "" when the outcome was already fully presented: then the
             # action's own sentence answers the question.
-            if not handoff["say"] and status["state"] in SETTLED and status["say"] not in self._delivered:
+            if not handoff.say and status.state in SETTLED and status.say not in self._delivered:
                 self.notes.append(
-                    f"handoff say was empty, but no channel had finished saying the {status['state']} outcome"
+                    f"handoff say was empty, but no channel had finished saying the {status.state} outcome"
                 )
-            self._send(handoff["say"] or status["say"], status)
+            self._send(handoff.say or status.say, status)
         await self._follow_up(status)
 
     async def _go_ahead(self) -> None:
         started = time.monotonic()
-        status = await self._action("authorize", {"by": "customer in text"}, wait=TEXT_WAIT_S)
+        authorize = self.settled.authorize(self.op, "customer in text", wait=TEXT_WAIT_S)
+        status = await self._control("authorize", authorize, TEXT_WAIT_S)
         self._authorized(status, started)
-        self._send(status["say"], status)
+        self._send(status.say, status)
         await self._follow_up(status)
 
     # -- the arm protocol ----------------------------------------------------------------------
@@ -268,7 +306,7 @@ class StateArm:
     async def settle(self) -> None:
         status = await self._until(at_rest, SETTLE_S)
         if not at_rest(status):
-            raise DrillTimeout(f"{self.op} still {status['state']} after {SETTLE_S:g}s")
+            raise DrillTimeout(f"{self.op} still {status.state} after {SETTLE_S:g}s")
         await asyncio.gather(*self._presenting, return_exceptions=True)
         self.background.raise_first()
 

@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
-from settled.drill.arms.background import Background
-from settled.drill.runlog import RunLog
-from settled.drill.scenario import Scenario
-from settled.drill.speech import Texter, Voice
-from settled.drill.tasks import Params
-from settled.drill.timeline import Utterance
+from settled.drill.arms import Background
+from settled.drill.call import Texter, Voice
+from settled.drill.plan import Params, Scenario
+from settled.drill.timeline import RunLog, Utterance
 
 Role = Literal["user", "assistant", "tool_call", "tool_result"]
 

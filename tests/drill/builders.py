@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from settled.drill.timeline import Mark, MarkName, Timeline, Utterance
-from settled.drill.truth import GroundTruth, Record, Write
+from settled.sandbox.truth import GroundTruth, Record, Write
 
 ZERO = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 THURSDAY = {"room": "Ada", "day": "Thursday"}

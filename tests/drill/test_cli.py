@@ -4,12 +4,10 @@ import argparse
 
 import pytest
 from settled.drill.cli import exit_code
-from settled.drill.metrics import RunMetrics
-from settled.drill.options import UsageError, add_arguments, parse_options
-from settled.drill.results import build, state_failures
-from settled.drill.run import RunResult
+from settled.drill.plan import UsageError, add_arguments, parse_options
+from settled.drill.results import RunMetrics, RunResult, build, state_failures
 from settled.drill.timeline import Timeline
-from settled.drill.truth import GroundTruth
+from settled.sandbox.truth import GroundTruth
 
 from tests.drill.builders import CONTRACT_METRICS, at
 

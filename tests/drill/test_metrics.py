@@ -1,7 +1,7 @@
 """The metrics on hand-made utterance logs and record sets: every claim is judged at its own time."""
 
 import pytest
-from settled.drill.metrics import RunMetrics, measure, percentile, summarize
+from settled.drill.results import RunMetrics, measure, percentile, summarize
 
 from tests.drill.builders import FRIDAY, THURSDAY, assistant, customer, mark, record, timeline, truth
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from settled.drill.cli import Options, drill, exit_code
-from settled.drill.cuts import CUTS
+from settled.drill.cli import drill, exit_code
+from settled.drill.plan import CUTS, Options
 
 from settled.stack import Stack
 from tests.drill.builders import CONTRACT_METRICS

@@ -1,9 +1,7 @@
 """Scenarios come from the seed alone, and both arms of one get the same script."""
 
 import pytest
-from settled.drill.cuts import CUTS, parse_cuts
-from settled.drill.scenario import kinds_in_order, plan
-from settled.drill.tasks import BOOKING, REFUND, SANDBOX_TASKS
+from settled.drill.plan import BOOKING, CUTS, REFUND, SANDBOX_TASKS, kinds_in_order, parse_cuts, plan
 
 
 def test_a_seed_always_gives_the_same_script_and_both_arms_share_it() -> None:

@@ -1,22 +1,38 @@
-"""How the state arm reads an ActionStatus: its claim, a reversal under way, the route it called."""
+"""How the state arm reads an ActionStatus: its claim, and a reversal under way."""
 
 from typing import Any
 
-from settled.drill.arms.status import at_rest, claim_of, reversing, route_of
+from settled.drill.arms.state import at_rest, claim_of, reversing
+
+from settled.models import ActionStatus
+
+AT = "2026-01-01T00:00:00Z"
 
 
-def status(state: str, **fields: Any) -> dict[str, Any]:
+def status(state: str, **fields: Any) -> ActionStatus:
     claims = {"confirmed": "done", "cancelled": "not_done", "unknown": "unknown"}
     base = {
+        "operation_id": "op-1",
+        "conversation_id": "c-1",
+        "kind": "room_booking",
+        "params": {},
         "state": state,
         "authorized": True,
+        "dispatched": state != "requested",
+        "attempts": 1,
+        "business_ref": None,
+        "reason": None,
         "cancel_requested": False,
         "compensated": False,
-        "reason": None,
+        "needs_attention": False,
         "claim": claims.get(state, "in_progress"),
+        "say": "",
+        "presented": None,
+        "history": [],
+        "updated_at": AT,
         "log": [],
     }
-    return {**base, **fields}
+    return ActionStatus.model_validate({**base, **fields})
 
 
 def test_waiting_for_a_go_ahead_is_a_prompt_and_at_rest() -> None:
@@ -30,12 +46,6 @@ def test_a_confirmed_action_with_a_cancel_is_reversing_until_compensated_refused
         status("confirmed", cancel_requested=True)
     )
     assert not reversing(status("confirmed", cancel_requested=True, reason="refused"))
-    late = [{"event": "cancel_too_late", "note": "cannot be reversed"}]
+    late = [{"at": AT, "event": "cancel_too_late", "note": "cannot be reversed"}]
     assert not reversing(status("confirmed", cancel_requested=True, log=late))
     assert at_rest(status("cancelled", cancel_requested=True, compensated=True))
-
-
-def test_routes_are_named_without_their_ids() -> None:
-    assert route_of("POST", "/v1/actions/op-1/authorize", 1.0) == "POST /v1/actions/{id}/authorize?wait"
-    assert route_of("GET", "/v1/conversations/c-1/handoff", None) == "GET /v1/conversations/{id}/handoff"
-    assert route_of("POST", "/v1/actions", None) == "POST /v1/actions"

@@ -5,10 +5,17 @@ import re
 import tomllib
 
 import pytest
-from settled.drill import sample_params
-from settled.drill.signs import Sign, truth_from_signs
-from settled.drill.target import looks_reversed, path_pattern, rewrite
-from settled.drill.tomlout import kinds_file
+from settled.drill.target import (
+    NoSample,
+    Sign,
+    changed_params,
+    kinds_file,
+    looks_reversed,
+    path_pattern,
+    rewrite,
+    sample_params,
+    truth_from_signs,
+)
 
 from settled.kinds import parse_kinds
 from tests.drill.builders import at
@@ -60,11 +67,11 @@ def test_a_url_template_matches_its_paths_one_segment_per_placeholder() -> None:
 
 
 def test_params_are_made_up_from_the_schema_and_c6_changes_one_of_them() -> None:
-    params = sample_params.sample(TABLE["params_schema"])
+    params = sample_params(TABLE["params_schema"])
     assert params == {"room": "drill-room", "seats": 2}
-    assert sample_params.changed(TABLE["params_schema"], params) == {"room": "drill-room", "seats": 3}
-    with pytest.raises(sample_params.NoSample, match="--params"):
-        sample_params.sample(
+    assert changed_params(TABLE["params_schema"], params) == {"room": "drill-room", "seats": 3}
+    with pytest.raises(NoSample, match="--params"):
+        sample_params(
             {
                 "type": "object",
                 "required": ["c"],

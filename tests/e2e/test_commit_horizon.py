@@ -6,7 +6,7 @@ elsewhere would), released after the client gave up and after a lookup said "not
 served by a replica that lags (`stale`). Reconcile, `interrupted` and cancel are driven into that
 window, for a service without deduplication (`payout`) and one with it (`reservation`). A witness
 reads the status throughout; every answer, each final state and the records are judged by
-`soak.truth` (no duplicate, no `done` before a commit, no `not_done` while a record stands).
+`sandbox.truth` (no duplicate, no `done` before a commit, no `not_done` while a record stands).
 """
 
 from collections.abc import Callable, Iterator

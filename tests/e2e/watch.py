@@ -1,6 +1,6 @@
 """A witness for crash tests: reads the actions' status again and again while processes die, keeping
 every answer with the time it was asked and received, then judges them against the sandbox's records
-(soak.truth: `done` only once a record had committed, `not_done` never while one stood)."""
+(sandbox.truth: `done` only once a record had committed, `not_done` never while one stood)."""
 
 import threading
 import time
@@ -8,7 +8,7 @@ from collections import Counter
 from types import TracebackType
 
 import httpx
-from settled.soak.truth import Observation, Verdict, judge
+from settled.sandbox.truth import Observation, Verdict, judge
 
 READ_TIMEOUT_S = 5.0
 ROUND_PAUSE_S = 0.1

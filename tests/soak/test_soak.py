@@ -4,8 +4,8 @@ channel events, and not one violation (the long setting is in the README's Relia
 from pathlib import Path
 
 import pytest
+from settled.sandbox.truth import Observation, judge
 from settled.soak.run import SoakConfig, run_soak, summary
-from settled.soak.truth import Observation, judge
 
 pytestmark = pytest.mark.timeout(240)
 
