@@ -15,10 +15,39 @@ from settled.bench.floor import floor_worker
 from settled.bench.measures import Run, Sizes
 from settled.bench.stats import summarize
 
+from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
 from settled.stack import SQLITE_PRAGMAS, Stack
 
-KINDS = Path(__file__).parent / "kinds.toml"
 NOT_DEDUPLICATED = "refund_nodedup"
+# The benchmark's kinds: the sandbox booking service, deduplicating on Idempotency-Key; the same
+# service with automatic reconciliation far away, so that only an event makes it look up and the time
+# from `interrupted` to a verified answer is measured, not the backoff; and the refund service as one
+# that does not deduplicate: a write is recorded as possibly sent before it leaves, so it is never
+# sent twice without a lookup's word.
+_DEFAULTS: dict[str, Any] = {"commit_horizon_s": None, "say": None}
+BENCH_KINDS: dict[str, Variant] = {
+    "room_booking": Variant("room_booking", _DEFAULTS),
+    "room_booking_on_event": Variant(
+        "room_booking",
+        {
+            **_DEFAULTS,
+            "requires_authorization": None,
+            "params_schema": PLAIN_BOOKING_PARAMS,
+            "compensate": None,
+            "reconcile_initial_interval_s": 600,
+            "reconcile_max_interval_s": 600,
+        },
+    ),
+    NOT_DEDUPLICATED: Variant(
+        "refund",
+        {
+            **_DEFAULTS,
+            "requires_authorization": None,
+            "params_schema": PLAIN_REFUND_PARAMS,
+            "idempotency_header": None,
+        },
+    ),
+}
 
 
 def rss_mb(pid: int) -> dict[str, float]:
@@ -75,22 +104,6 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
-
-
-def start_stack(
-    data_dir: Path,
-    extra_env: dict[str, str],
-    sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS,
-    workers: int = 1,
-) -> Stack:
-    env = {"SETTLED_RATE_LIMIT": "off", **extra_env}
-    stack = Stack.on_free_ports(
-        data_dir, KINDS.read_text(), ui=False, extra_env=env, sqlite_pragmas=sqlite_pragmas
-    )
-    stack.start()
-    for n in range(2, workers + 1):  # more worker processes on the same task queue
-        stack.start_worker(f"worker-{n}")
-    return stack
 
 
 Progress = Callable[[str], None]
@@ -255,9 +268,15 @@ def run_bench(
         "worker_processes": workers,
     }
     with tempfile.TemporaryDirectory(prefix="settled-bench-") as scratch:
-        stack = start_stack(Path(scratch), extra_env or {}, sqlite_pragmas, workers)
-        try:
+        env = {"SETTLED_RATE_LIMIT": "off", **(extra_env or {})}
+        stack = Stack.on_free_ports(
+            Path(scratch),
+            BENCH_KINDS,
+            ui=False,
+            extra_env=env,
+            sqlite_pragmas=sqlite_pragmas,
+            workers=workers,
+        )
+        with stack.running():
             results = asyncio.run(measure(stack, sizes, progress))
-        finally:
-            stack.stop()
     return {"machine": about, "sizes": sizes.__dict__, "results": results}

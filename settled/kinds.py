@@ -9,6 +9,8 @@ import functools
 import json
 import re
 import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -239,10 +241,87 @@ def _describe(error: ErrorDetails) -> str:
     return f"{where}: {message}"
 
 
-def sandbox_kinds_text(sandbox_url: str) -> str:
-    """The built-in sandbox kinds as a kinds file, pointed at `sandbox_url`."""
+# In a kinds template, where the sandbox's URL goes (`Stack.on_free_ports` fills in its own).
+SANDBOX_URL = "@SANDBOX_URL@"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A kind derived from a built-in sandbox kind: `base`'s table (None: an empty one) with the keys
+    in `changes` set, and those changed to None removed. A harness states only what differs."""
+
+    base: str | None
+    changes: Mapping[str, Any] = field(default_factory=dict)
+
+    def but(self, **changes: Any) -> "Variant":
+        """The same variant with more keys changed."""
+        return Variant(self.base, {**self.changes, **changes})
+
+
+# The sandbox kinds' params as the test, soak and bench kinds declare them: the same params, without
+# the checks on values and on extra keys.
+PLAIN_BOOKING_PARAMS: dict[str, Any] = {
+    "type": "object",
+    "required": ["room", "day"],
+    "properties": {"room": {"type": "string"}, "day": {"type": "string"}},
+}
+PLAIN_REFUND_PARAMS: dict[str, Any] = {
+    "type": "object",
+    "required": ["order_id", "amount", "currency"],
+    "properties": {
+        "order_id": {"type": "string"},
+        "amount": {"type": "number", "exclusiveMinimum": 0},
+        "currency": {"type": "string"},
+    },
+}
+
+
+def sandbox_kinds_text(sandbox_url: str, variants: Mapping[str, Variant] | None = None) -> str:
+    """The built-in sandbox kinds as a kinds file, pointed at `sandbox_url` (`SANDBOX_URL` keeps the
+    placeholder). With `variants`, the kinds named there instead, each derived from a sandbox kind."""
     template = resources.files("settled").joinpath("sandbox_kinds.toml").read_text()
-    return template.replace("@SANDBOX_URL@", sandbox_url.rstrip("/"))
+    if variants is not None:
+        tables = tomllib.loads(template)["kinds"]
+        template = _kinds_toml({name: _derive(tables, variant) for name, variant in variants.items()})
+    return template.replace(SANDBOX_URL, sandbox_url.rstrip("/"))
+
+
+def _derive(tables: dict[str, dict[str, Any]], variant: Variant) -> dict[str, Any]:
+    table = dict(tables[variant.base]) if variant.base is not None else {}
+    for key, value in variant.changes.items():
+        if value is None:
+            table.pop(key, None)
+        else:
+            table[key] = value
+    return table
+
+
+def _toml_key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def _toml_value(item: Any) -> str:
+    """One TOML value, inline: the subset kinds files use. JSON's string escapes are all TOML's."""
+    if isinstance(item, bool):
+        return "true" if item else "false"
+    if isinstance(item, int | float | str):
+        return json.dumps(item)  # finite floats only: a kind refuses NaN and infinity anyway
+    if isinstance(item, list):
+        return "[" + ", ".join(_toml_value(element) for element in item) + "]"
+    if isinstance(item, dict):
+        pairs = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in item.items())
+        return "{ " + pairs + " }" if pairs else "{}"
+    raise ValueError(f"cannot write a {type(item).__name__} to a kinds file")
+
+
+def _kinds_toml(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    """`[kinds.NAME]` per table, a key a line (nested tables inline)."""
+    lines = []
+    for name, table in tables.items():
+        lines.append(f"[kinds.{_toml_key(name)}]")
+        lines += [f"{_toml_key(key)} = {_toml_value(value)}" for key, value in table.items()]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def load_kinds(path: str | Path | None, sandbox_url: str = "http://127.0.0.1:8100") -> Kinds:

@@ -13,7 +13,8 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 
 from settled import visibility
-from settled.kinds import sandbox_kinds_text
+from settled.kinds import SANDBOX_URL, Variant, sandbox_kinds_text
 
 DYNAMIC_CONFIG = (
     "system.enableEagerWorkflowStart=true",
@@ -192,17 +193,36 @@ class Stack:
     ui: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
     sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS
+    workers: int = 1  # worker processes on the one task queue
     children: dict[str, Child] = field(default_factory=dict)
 
     @classmethod
-    def on_free_ports(cls, data_dir: Path, kinds_template: str, **options: Any) -> "Stack":
-        """A stack on free loopback ports, its kinds file written into `data_dir` from `kinds_template`
-        with `@SANDBOX_URL@` pointed at its own sandbox. Not started yet: call `start()`."""
+    def on_free_ports(
+        cls, data_dir: Path, kinds: str | Mapping[str, Variant] | None = None, **options: Any
+    ) -> "Stack":
+        """A stack on free loopback ports, its kinds file written into `data_dir` pointed at its own
+        sandbox: from a template (`@SANDBOX_URL@` for the sandbox's URL), from variants of the sandbox
+        kinds, or (None) the sandbox kinds themselves. Not started yet: call `start()`."""
         ports = Ports.free()
         data_dir.mkdir(parents=True, exist_ok=True)
-        kinds = data_dir / "kinds.toml"
-        kinds.write_text(kinds_template.replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
-        return cls(data_dir, ports, config=kinds, **options)
+        sandbox_url = f"http://127.0.0.1:{ports.sandbox}"
+        text = (
+            kinds.replace(SANDBOX_URL, sandbox_url)
+            if isinstance(kinds, str)
+            else sandbox_kinds_text(sandbox_url, kinds)
+        )
+        config = data_dir / "kinds.toml"
+        config.write_text(text)
+        return cls(data_dir, ports, config=config, **options)
+
+    @contextmanager
+    def running(self) -> Iterator["Stack"]:
+        """Started for the block, stopped after it whatever happens."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -340,6 +360,8 @@ class Stack:
                 self.start_sandbox()
             self.start_worker()
             self.start_api()
+            for n in range(2, self.workers + 1):
+                self.start_worker(f"worker-{n}")
         except BaseException:
             self.stop()
             raise

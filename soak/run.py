@@ -23,9 +23,33 @@ import httpx
 from settled.soak.plan import KINDS, ActionPlan, Event, make_plan, planned_events, planned_faults
 from settled.soak.truth import SETTLED_STATES, Observation, judge
 
+from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
 from settled.stack import Stack
 
-KINDS_FILE = Path(__file__).with_name("kinds.toml")
+# The soak's kinds: the sandbox services, one compensable deduplicating kind, one deduplicating kind
+# that cannot be reversed, and one without deduplication. Fast reconciliation, so a run of a minute
+# sees many lookups; short connect retries, so nothing waits long on a backoff.
+_FAST: dict[str, Any] = {
+    "timeout_s": 1.0,
+    "commit_horizon_s": 3.0,
+    "reconcile_initial_interval_s": 0.2,
+    "reconcile_max_interval_s": 2.0,
+    "connect_retry_max_interval_s": 2.0,
+    "say": None,
+}
+SOAK_KINDS: dict[str, Variant] = {
+    "room_booking": Variant("room_booking", {**_FAST, "params_schema": PLAIN_BOOKING_PARAMS}),
+    "refund": Variant("refund", {**_FAST, "params_schema": PLAIN_REFUND_PARAMS}),
+    "refund_nodedup": Variant(
+        "refund",
+        {
+            **_FAST,
+            "params_schema": PLAIN_REFUND_PARAMS,
+            "requires_authorization": False,
+            "idempotency_header": None,
+        },
+    ),
+}
 REQUEST_TIMEOUT_S = 15.0
 SETTLE_ROUND_S = 0.5
 CREATE_TRIES = 3
@@ -339,13 +363,9 @@ def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> dict[str
     temporary = config.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="settled-soak-")) if temporary else Path(config.data_dir)
     started = time.monotonic()
-    stack = Stack.on_free_ports(data_dir, KINDS_FILE.read_text(), ui=False)
-    stack.start()
-    say(f"soak: stack up in {time.monotonic() - started:.1f}s (logs in {data_dir / 'logs'})")
-    try:
+    with Stack.on_free_ports(data_dir, SOAK_KINDS, ui=False).running() as stack:
+        say(f"soak: stack up in {time.monotonic() - started:.1f}s (logs in {data_dir / 'logs'})")
         report = asyncio.run(soak_against(stack.api_url, stack.sandbox_url, config, say))
-    finally:
-        stack.stop()
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     if config.report is not None:
         config.report.parent.mkdir(parents=True, exist_ok=True)

@@ -8,15 +8,14 @@ import pytest
 
 from settled.stack import Stack
 from tests.client.support import AsyncSandbox
-from tests.helpers import Sandbox, api_client, sandbox_of, start_stack
+from tests.helpers import TEST_KINDS, Sandbox, api_client, sandbox_of
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     data_dir = tmp_path_factory.mktemp("stack")
-    running = start_stack(data_dir)
-    yield running
-    running.stop()
+    with Stack.on_free_ports(data_dir, TEST_KINDS, ui=False).running() as running:
+        yield running
     if os.environ.get("SETTLED_KEEP_LOGS"):
         print(f"stack logs in {data_dir / 'logs'}")
 

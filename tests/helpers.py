@@ -4,27 +4,97 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
-from settled.stack import Ports, Stack
+from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
+from settled.stack import Stack
 
 T = TypeVar("T")
-KINDS = Path(__file__).parent / "kinds.toml"
 
-
-def kinds_file(data_dir: Path, ports: Ports, source: Path = KINDS) -> Path:
-    """A copy of the kinds file `source` in `data_dir`, pointed at the stack's sandbox."""
-    kinds = data_dir / "kinds.toml"
-    kinds.write_text(source.read_text().replace("@SANDBOX_URL@", f"http://127.0.0.1:{ports.sandbox}"))
-    return kinds
-
-
-def start_stack(data_dir: Path, extra_env: dict[str, str] | None = None, ui: bool = False) -> Stack:
-    """A running stack on free ports, with the test kinds (fast reconciliation) pointed at its sandbox."""
-    return Stack.on_free_ports(data_dir, KINDS.read_text(), ui=ui, extra_env=dict(extra_env or {})).start()
+# The end-to-end tests' kinds: the sandbox services with fast reconciliation. The sandbox commits a
+# write while answering it, except under an `unseen` fault, so a 2 s commit horizon is safe here.
+FAST: dict[str, Any] = {
+    "timeout_s": 1.0,
+    "commit_horizon_s": 2.0,
+    "reconcile_initial_interval_s": 0.2,
+    "reconcile_max_interval_s": 1.0,
+}
+_REFUND_FIELDS = PLAIN_REFUND_PARAMS["properties"]
+TEST_KINDS: dict[str, Variant] = {
+    "room_booking": Variant(
+        "room_booking", {**FAST, "attention_after_s": 2.0, "redact_params_after_s": 3600}
+    ),
+    "refund": Variant(
+        "refund",
+        {
+            **FAST,
+            "attention_after_s": 2.0,
+            "say": None,
+            "params_schema": {  # any order id, even an empty one
+                "type": "object",
+                "required": ["order_id", "amount", "currency"],
+                "additionalProperties": False,
+                "properties": {**_REFUND_FIELDS, "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+            },
+        },
+    ),
+    # The refund service as a service without deduplication: no idempotency header is sent.
+    # Its params are redacted a second after it settles (retention).
+    "refund_nodedup": Variant(
+        "refund",
+        {
+            **FAST,
+            "attention_after_s": 2.0,
+            "requires_authorization": False,
+            "redact_params_after_s": 1.0,
+            "params_schema": PLAIN_REFUND_PARAMS,
+            "idempotency_header": None,
+            "say": None,
+        },
+    ),
+    # Reconciliation so slow that only events trigger lookups: for counting what a burst of events does.
+    "refund_slow": Variant(
+        "refund",
+        {
+            **FAST,
+            "reconcile_initial_interval_s": 600,
+            "reconcile_max_interval_s": 600,
+            "requires_authorization": None,
+            "params_schema": PLAIN_REFUND_PARAMS,
+            "idempotency_header": None,
+            "say": None,
+        },
+    ),
+    # The late-commit kinds: their services may commit a write up to 4 s after the client gave up (the
+    # tests release an unseen held write well inside that), and their lookups may lag. A payout is
+    # looked up only when asked (reconcile, an event, a cancel) and when its horizon has passed.
+    "payout": Variant(
+        "refund",
+        {
+            **FAST,
+            "description": "pay the refund out",
+            "commit_horizon_s": 4.0,
+            "reconcile_initial_interval_s": 600,
+            "reconcile_max_interval_s": 600,
+            "requires_authorization": None,
+            "params_schema": PLAIN_REFUND_PARAMS,
+            "idempotency_header": None,
+            "say": None,
+        },
+    ),
+    "reservation": Variant(
+        "room_booking",
+        {
+            **FAST,
+            "commit_horizon_s": 4.0,
+            "requires_authorization": None,
+            "params_schema": PLAIN_BOOKING_PARAMS,
+            "say": None,
+        },
+    ),
+}
 
 
 @contextmanager

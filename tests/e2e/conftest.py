@@ -1,31 +1,40 @@
-"""A stack of a module's own for the crash and outage tests, which kill its parts: the session's stack
-stays untouched. Module-scoped, so each module that asks gets its own."""
+"""A stack of a module's own for the crash, outage, restart, backlog and security tests, which kill its
+parts or configure it apart: the session's stack stays untouched. Module-scoped, so each module that
+asks gets its own; a module states how its stack differs in `STACK` (default: `LONG_TIMEOUT`)."""
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 import httpx
 import pytest
 
+from settled.kinds import Variant
 from settled.stack import Stack
-from tests.helpers import KINDS, Sandbox, api_client, sandbox_of
+from tests.helpers import TEST_KINDS, Sandbox, api_client, sandbox_of
 
 # How long a killed part's work may take to be picked up and settled by whoever takes over.
 TAKEOVER_S = 60.0
 
 
-def long_timeout_stack(data_dir: Path) -> Stack:
-    """The test kinds with a 20 s dispatch timeout: a worker must still be waiting on a held request
-    when the test kills it (or the service), not have given up on its own after a second."""
-    kinds = KINDS.read_text().replace("timeout_s = 1.0", "timeout_s = 20.0")
-    return Stack.on_free_ports(data_dir, kinds, ui=False).start()
+@dataclass(frozen=True)
+class StackOptions:
+    kinds: Mapping[str, Variant] = field(default_factory=lambda: TEST_KINDS)
+    env: Mapping[str, str] = field(default_factory=dict)
+    ui: bool = False
+
+
+# The test kinds with a 20 s dispatch timeout: a worker must still be waiting on a held request when
+# the test kills it (or the service), not have given up on its own after a second.
+LONG_TIMEOUT = StackOptions({name: kind.but(timeout_s=20.0) for name, kind in TEST_KINDS.items()})
 
 
 @pytest.fixture(scope="module")
 def module_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = long_timeout_stack(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]))
-    yield stack
-    stack.stop()
+    options: StackOptions = getattr(request.module, "STACK", LONG_TIMEOUT)
+    data_dir = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    stack = Stack.on_free_ports(data_dir, options.kinds, ui=options.ui, extra_env=dict(options.env))
+    with stack.running():
+        yield stack
 
 
 @pytest.fixture(scope="module")

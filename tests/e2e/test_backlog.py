@@ -5,31 +5,27 @@ meets the same action: nothing is lost and nothing is written twice."""
 import os
 import signal
 import time
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
 from settled.gateway import ANSWER_GRACE_S
 from settled.stack import Stack
-from tests.helpers import BOOKING, Sandbox, create, new_id, start_stack
+from tests.e2e.conftest import StackOptions
+from tests.helpers import BOOKING, Sandbox, create, new_id
+
+# Without the API's own worker, which would run a new action's first task eagerly: the stalled
+# worker is then the only one that can, as when every worker is stalled.
+STACK = StackOptions(env={"SETTLED_API_WORKER": "0"})
 
 
-@pytest.fixture(scope="module")
-def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    # Without the API's own worker, which would run a new action's first task eagerly: the stalled
-    # worker is then the only one that can, as when every worker is stalled.
-    stack = start_stack(tmp_path_factory.mktemp("backlog"), {"SETTLED_API_WORKER": "0"})
-    yield stack
-    stack.stop()
-
-
-def test_a_stalled_worker_gets_the_caller_a_bounded_answer_and_the_retry_the_truth(own_stack: Stack) -> None:
-    worker = own_stack.children["worker"].popen
+def test_a_stalled_worker_gets_the_caller_a_bounded_answer_and_the_retry_the_truth(
+    module_stack: Stack,
+) -> None:
+    worker = module_stack.children["worker"].popen
     operation_id = new_id()
     with (
-        httpx.Client(base_url=own_stack.api_url, timeout=60) as api,
-        httpx.Client(base_url=own_stack.sandbox_url, timeout=10) as sandbox_http,
+        httpx.Client(base_url=module_stack.api_url, timeout=60) as api,
+        httpx.Client(base_url=module_stack.sandbox_url, timeout=10) as sandbox_http,
     ):
         os.killpg(worker.pid, signal.SIGSTOP)
         try:

@@ -6,18 +6,16 @@ writes the runs recorded.
 """
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.stack import Stack
-from tests.helpers import BOOKING, api_client, create, new_id, start_stack
+from tests.e2e.conftest import StackOptions
+from tests.helpers import BOOKING, api_client, create, new_id
 
 PATCH_MARKER = "core_patch"  # the marker name Temporal's SDK records for `workflow.patched`
 
@@ -83,21 +81,18 @@ def test_a_new_action_runs_its_first_task_in_the_api_and_records_no_patch(
     assert (again.status_code, again.json()["state"]) == (200, "confirmed")
 
 
-@pytest.fixture(scope="module")
-def stack_without_api_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = start_stack(Path(tmp_path_factory.mktemp("no-api-worker")), {"SETTLED_API_WORKER": "0"})
-    yield running
-    running.stop()
+# The module's own stack (module_stack), for the one test that turns the API's worker off.
+STACK = StackOptions(env={"SETTLED_API_WORKER": "0"})
 
 
 def test_with_the_api_worker_off_actions_start_through_the_task_queue(
-    stack_without_api_worker: Stack,
+    module_stack: Stack,
 ) -> None:
-    with api_client(stack_without_api_worker) as api:
+    with api_client(module_stack) as api:
         op, conversation = _create_confirmed(api)
         again = create(api, "room_booking", BOOKING, operation_id=op, conversation_id=conversation)
         assert again.status_code == 200
-    action, _ = asyncio.run(_histories(stack_without_api_worker, op, conversation))
-    worker_pid = stack_without_api_worker.children["worker"].popen.pid
+    action, _ = asyncio.run(_histories(module_stack, op, conversation))
+    worker_pid = module_stack.children["worker"].popen.pid
     assert _first_task_identity(action).startswith(f"{worker_pid}@"), _first_task_identity(action)
     assert _patch_traces(action) == []

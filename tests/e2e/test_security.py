@@ -18,7 +18,8 @@ from settled.api.page.links import mint_link
 
 from settled.config import Settings
 from settled.stack import Ports, Stack, free_port
-from tests.helpers import BOOKING, Sandbox, api_client, create, new_id, start_stack, wait_for
+from tests.e2e.conftest import StackOptions
+from tests.helpers import BOOKING, Sandbox, api_client, create, new_id, wait_for
 
 KEY = "acme-key-0123456789"
 OTHER_KEY = "globex-key-0123456789"
@@ -44,17 +45,18 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
 ACTION_ROUTES = [route for route in ROUTES if "{op}" in route[1]]
 
 
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = start_stack(tmp_path_factory.mktemp("secure"), {"SETTLED_API_KEYS": API_KEYS}, ui=True)
-    yield stack
-    stack.stop()
+STACK = StackOptions(env={"SETTLED_API_KEYS": API_KEYS}, ui=True)
 
 
 @pytest.fixture(scope="module")
-def keyed(secure: Stack) -> Iterator[httpx.Client]:
-    with api_client(secure) as client:
-        yield client
+def secure(module_stack: Stack) -> Stack:
+    return module_stack
+
+
+@pytest.fixture(scope="module")
+def keyed(module_api: httpx.Client) -> httpx.Client:
+    """No key of its own: each request brings its own, or none."""
+    return module_api
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +67,13 @@ def acme(secure: Stack) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def globex(secure: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=secure.api_url, timeout=40, headers=GLOBEX) as client:
+    with api_client(secure, headers=GLOBEX) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
-def truth(secure: Stack) -> Iterator[Sandbox]:
-    with httpx.Client(base_url=secure.sandbox_url, timeout=10) as client:
-        yield Sandbox(client)
+def truth(module_sandbox: Sandbox) -> Sandbox:
+    return module_sandbox
 
 
 def _path(template: str, op: str = "op-1", conv: str = "c-1") -> str:

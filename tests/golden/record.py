@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.stack import Stack
-from tests.helpers import BOOKING, REFUND, Sandbox, create, start_stack, wait_state
+from tests.helpers import BOOKING, REFUND, TEST_KINDS, Sandbox, create, wait_state
 
 HERE = Path(__file__).parent
 # Each recording generation keeps its own files: histories recorded by older code stay, so their
@@ -145,28 +145,25 @@ async def export(stack: Stack, workflow_ids: list[str]) -> None:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        stack = start_stack(Path(folder))
-        try:
-            with (
-                httpx.Client(base_url=stack.api_url, timeout=30) as api,
-                httpx.Client(base_url=stack.sandbox_url) as sb,
-            ):
-                ops = [scenario(api, Sandbox(sb)) for scenario in SCENARIOS]
-                api.post(
-                    f"/v1/conversations/{CONVERSATION}/events",
-                    json={"type": "channel_closed", "channel": "voice", "reason": "dropped"},
-                )
-                api.post(
-                    f"/v1/conversations/{CONVERSATION}/events",
-                    json={"type": "channel_opened", "channel": "text"},
-                )
-            ids = [action_workflow_id(None, op) for op in ops] + [
-                conversation_workflow_id(None, CONVERSATION)
-            ]
-            asyncio.run(export(stack, ids))
-        finally:
-            stack.stop()
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        Stack.on_free_ports(Path(folder), TEST_KINDS, ui=False).running() as stack,
+    ):
+        with (
+            httpx.Client(base_url=stack.api_url, timeout=30) as api,
+            httpx.Client(base_url=stack.sandbox_url) as sb,
+        ):
+            ops = [scenario(api, Sandbox(sb)) for scenario in SCENARIOS]
+            api.post(
+                f"/v1/conversations/{CONVERSATION}/events",
+                json={"type": "channel_closed", "channel": "voice", "reason": "dropped"},
+            )
+            api.post(
+                f"/v1/conversations/{CONVERSATION}/events",
+                json={"type": "channel_opened", "channel": "text"},
+            )
+        ids = [action_workflow_id(None, op) for op in ops] + [conversation_workflow_id(None, CONVERSATION)]
+        asyncio.run(export(stack, ids))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from settled.api.app import create_app
 from settled.api.page.links import LinkError, mint_link, mint_token, verify_token
 
 from settled.config import Settings, parse_api_keys
+from settled.kinds import Variant, sandbox_kinds_text
 from settled.stack import Stack, free_port
 from tests.helpers import BOOKING, Sandbox, new_id, wait_for
 from tests.page.conftest import CHROMIUM, Watched, only_record
@@ -25,7 +26,6 @@ from tests.page.conftest import CHROMIUM, Watched, only_record
 if CHROMIUM.exists():
     from playwright.sync_api import Page, expect
 
-HERE = Path(__file__).parent
 KEY_A, KEY_A_NEW, KEY_B = "key-aaaa-1111", "key-aaaa-2222", "key-bbbb-3333"
 KEYS = parse_api_keys(f"tenant_a:{KEY_A},tenant_b:{KEY_B},tenant_a:{KEY_A_NEW}")
 KEYED = Settings(api_keys=KEYS)
@@ -104,18 +104,44 @@ def test_any_key_of_the_tenant_verifies_so_keys_can_rotate() -> None:
 # -- behind API keys, on the real stack ------------------------------------------------------------
 
 
+def page_kinds(closed_url: str) -> dict[str, Variant]:
+    """Kinds for the page's own in-process API: the sandbox booking with a long timeout (a held write
+    stays "running"), and a service nobody listens on at `closed_url` (an authorized request stays
+    queued: a connection never made is retried, never counted as sent)."""
+    return {
+        "room_booking": Variant(
+            "room_booking",
+            {
+                "timeout_s": 60.0,
+                "commit_horizon_s": None,
+                "reconcile_initial_interval_s": 0.2,
+                "reconcile_max_interval_s": 1.0,
+            },
+        ),
+        "parcel": Variant(
+            None,
+            {
+                "description": "send the parcel",
+                "params_schema": {
+                    "type": "object",
+                    "required": ["to"],
+                    "properties": {"to": {"type": "string"}},
+                },
+                "dispatch": {"method": "POST", "url": f"{closed_url}/parcels"},
+                "timeout_s": 1.0,
+                "connect_retry_max_interval_s": 600,
+            },
+        ),
+    }
+
+
 @pytest.fixture(scope="module")
 def keyed_api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The API app with keys, in-process on the session's Temporal (the stack's worker runs the work)."""
     folder = tmp_path_factory.mktemp("keyed")
     closed = free_port()  # nothing listens there: a connection is never made
     kinds = folder / "kinds.toml"
-    kinds.write_text(
-        (HERE / "kinds.toml")
-        .read_text()
-        .replace("@SANDBOX_URL@", stack.sandbox_url)
-        .replace("@CLOSED_URL@", f"http://127.0.0.1:{closed}")
-    )
+    kinds.write_text(sandbox_kinds_text(stack.sandbox_url, page_kinds(f"http://127.0.0.1:{closed}")))
     settings = Settings(
         temporal_address=stack.temporal_address,
         config_path=kinds,

@@ -22,18 +22,15 @@ from settled.codec import data_converter
 from settled.config import Settings
 from settled.gateway import Gateway
 from settled.kinds import load_kinds
-from settled.stack import Ports, Stack
+from settled.stack import Stack
 from tests.client.support import AsyncSandbox
-from tests.helpers import kinds_file
 from tests.timeskip.support import KINDS, Harness, time_skipping_server
 
 
 @pytest.fixture(scope="session")
 def business(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The sandbox business services (a real process, shared by the tier), with this tier's kinds."""
-    data_dir = tmp_path_factory.mktemp("timeskip")
-    ports = Ports.free()
-    stack = Stack(data_dir, ports, config=kinds_file(data_dir, ports, KINDS), ui=False)
+    stack = Stack.on_free_ports(tmp_path_factory.mktemp("timeskip"), KINDS, ui=False)
     stack.start_sandbox()
     yield stack
     stack.stop()

@@ -20,10 +20,44 @@ from temporalio.worker import Replayer
 
 from settled.gateway import Gateway, GatewayError
 from settled.identity import action_workflow_id, conversation_workflow_id
-from settled.kinds import Kinds
+from settled.kinds import PLAIN_REFUND_PARAMS, Kinds, Variant
 from tests.client.support import AsyncSandbox, eventually
 
-KINDS = Path(__file__).parent / "kinds.toml"
+# The time-skipping tier's kinds: the sandbox services with the default durations this tier is about
+# (needs_attention after 300 s, automatic lookups for 7 days, open for 7 days after settling), so each
+# test lets exactly those periods pass. Only the lookup backoff's cap is raised (6 h instead of 60 s),
+# so that seven days of lookups are about forty, not ten thousand.
+_DEFAULT_DURATIONS = {"timeout_s": 1.0, "commit_horizon_s": None, "reconcile_max_interval_s": 21600}
+KINDS: dict[str, Variant] = {
+    "room_booking": Variant(
+        "room_booking",
+        {
+            **_DEFAULT_DURATIONS,
+            "params_schema": {
+                "type": "object",
+                "required": ["room", "day"],
+                "properties": {
+                    "room": {"type": "string", "minLength": 1},
+                    "day": {"type": "string", "minLength": 1},
+                },
+            },
+            # Retention: the room and day are redacted a day after the booking settled.
+            "redact_params_after_s": 86400,
+        },
+    ),
+    # A refund service that does not deduplicate: an unverified refund is only ever looked up, never
+    # re-sent.
+    "refund": Variant(
+        "refund",
+        {
+            **_DEFAULT_DURATIONS,
+            "requires_authorization": None,
+            "params_schema": PLAIN_REFUND_PARAMS,
+            "idempotency_header": None,
+            "say": None,
+        },
+    ),
+}
 DAY = timedelta(days=1)
 # The events that start, end or ask for a workflow task.
 _TASK_OR_SIGNAL = frozenset(

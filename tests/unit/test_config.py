@@ -2,13 +2,11 @@
 runs the parts themselves with one of each)."""
 
 import base64
-import re
-from pathlib import Path
 
 import pytest
 
 from settled.config import RateLimit, Settings, SettingsError, parse_rate_limit, unknown_variables
-from settled.kinds import KindsFileError, parse_kinds
+from settled.kinds import KindsFileError, Variant, load_kinds, parse_kinds, sandbox_kinds_text
 
 KEY = "tenant-key-0123456789"
 GOOD_KIND = """
@@ -165,19 +163,45 @@ def test_a_broken_kinds_file_is_refused_naming_the_key(text: str, named: str) ->
     assert "Value error" not in message and "Extra inputs" not in message  # pydantic's words, not ours
 
 
-def test_the_kinds_files_in_the_repository_still_load() -> None:
-    """The stricter checks refuse nothing that settled itself ships or tests with."""
-    from settled.drill.stack import drill_kinds
+def test_the_kinds_in_the_repository_still_load() -> None:
+    """The stricter checks refuse nothing that settled itself ships or tests with: the sandbox kinds,
+    and each harness's variant of them."""
+    from settled.bench.runner import BENCH_KINDS
+    from settled.drill.stack import DRILL_KINDS
+    from settled.soak.run import SOAK_KINDS
 
-    from settled.kinds import load_kinds
+    from tests.e2e.conftest import LONG_TIMEOUT
+    from tests.helpers import TEST_KINDS
+    from tests.page.test_links import page_kinds
+    from tests.timeskip.support import KINDS as TIMESKIP_KINDS
 
-    root = Path(__file__).parents[2]
     assert load_kinds(None).names() == ["refund", "room_booking"]
-    assert parse_kinds(drill_kinds("http://127.0.0.1:8100"), "drill kinds").names()
-    for path in (
-        root / "tests" / "kinds.toml",
-        root / "tests" / "page" / "kinds.toml",
-        root / "bench" / "kinds.toml",
-    ):
-        text = re.sub(r"@[A-Z_]+@", "http://127.0.0.1:8100", path.read_text())
-        assert parse_kinds(text, str(path)).names()
+    variants = {
+        "drill": DRILL_KINDS,
+        "soak": SOAK_KINDS,
+        "bench": BENCH_KINDS,
+        "tests": TEST_KINDS,
+        "e2e": LONG_TIMEOUT.kinds,
+        "page": page_kinds("http://127.0.0.1:8200"),
+        "timeskip": TIMESKIP_KINDS,
+    }
+    for harness, kinds in variants.items():
+        text = sandbox_kinds_text("http://127.0.0.1:8100", kinds)
+        assert parse_kinds(text, f"{harness} kinds").names() == sorted(kinds), harness
+
+
+def test_a_variant_changes_only_the_keys_it_names() -> None:
+    """A harness states what differs from a sandbox kind; everything else is the sandbox kind's."""
+    sandbox = {kind.name: kind for kind in parse_kinds(sandbox_kinds_text("http://sb"), "sandbox")}
+    variants = {
+        "fast": Variant("refund", {"timeout_s": 0.5, "say": None}),
+        "booking": Variant("room_booking").but(compensate=None),
+    }
+    derived = {kind.name: kind for kind in parse_kinds(sandbox_kinds_text("http://sb", variants), "x")}
+    assert derived["fast"] == sandbox["refund"].model_copy(
+        update={"name": "fast", "timeout_s": 0.5, "say": {}}
+    )
+    assert derived["booking"] == sandbox["room_booking"].model_copy(
+        update={"name": "booking", "compensate": None}
+    )
+    assert derived["booking"].dispatch.url == "http://sb/bookings"
