@@ -15,6 +15,7 @@ from settled.bench.floor import floor_worker
 from settled.bench.measures import Run, Sizes
 from settled.bench.stats import summarize
 
+from settled.client import SettledClient
 from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
 from settled.stack import SQLITE_PRAGMAS, Stack
 
@@ -114,11 +115,12 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
         max_connections=max(*sizes.loads, sizes.idle_streams) + 50, max_keepalive_connections=200
     )
     async with (
-        httpx.AsyncClient(base_url=stack.api_url, timeout=60, limits=limits) as api,
+        httpx.AsyncClient(base_url=stack.api_url, limits=limits) as api_http,
         httpx.AsyncClient(base_url=stack.sandbox_url, timeout=30, limits=limits) as sandbox,
         floor_worker(stack.temporal_address, stack.sandbox_url) as floor,
     ):
-        run = Run(api, sandbox)
+        # One request per call: a 503 (no answer within the wait) is counted, not retried.
+        run = Run(SettledClient(stack.api_url, timeout_s=60, retries=0, http=api_http), sandbox)
         results: dict[str, Any] = {}
 
         async def step(name: str, work: Callable[[], Awaitable[Any]]) -> Any:

@@ -13,18 +13,22 @@ import shutil
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from settled.soak.plan import KINDS, ActionPlan, Event, make_plan, planned_events, planned_faults
 from settled.soak.truth import SETTLED_STATES, Observation, judge
 
+from settled.client import CreatedAction, SettledAPIError, SettledClient, SettledError
+from settled.handoff import Handoff
 from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
+from settled.models import ActionStatus
 from settled.stack import Stack
+from settled.states import State
 
 # The soak's kinds: the sandbox services, one compensable deduplicating kind, one deduplicating kind
 # that cannot be reversed, and one without deduplication. Fast reconciliation, so a run of a minute
@@ -50,6 +54,7 @@ SOAK_KINDS: dict[str, Variant] = {
         },
     ),
 }
+T = TypeVar("T")
 REQUEST_TIMEOUT_S = 15.0
 SETTLE_ROUND_S = 0.5
 CREATE_TRIES = 3
@@ -91,28 +96,31 @@ class Tally:
 
 
 class Driver:
-    def __init__(self, api: httpx.AsyncClient, sandbox: httpx.AsyncClient, tally: Tally) -> None:
+    def __init__(self, api: SettledClient, sandbox: httpx.AsyncClient, tally: Tally) -> None:
         self.api, self.sandbox, self.tally = api, sandbox, tally
 
-    async def call(self, method: str, path: str, route: str, **kwargs: Any) -> httpx.Response | None:
-        """One API request; every ActionStatus in its answer is recorded with the request's interval."""
+    async def call(self, route: str, request: Callable[[], Awaitable[T]]) -> T | SettledError:
+        """One API request through the client; every ActionStatus in its answer is recorded with the
+        request's interval. A failure is counted (by its HTTP status, or as an error) and returned."""
         tally = self.tally
         tally.requests[route] += 1
         sent, started = time.time(), time.monotonic()
         try:
-            response = await self.api.request(method, path, **kwargs)
-        except httpx.HTTPError as error:
-            tally.errors[f"{route}: {type(error).__name__}"] += 1
-            return None
+            answer = await request()
+        except SettledAPIError as error:
+            tally.latency_ms[route].append((time.monotonic() - started) * 1000)
+            tally.statuses[f"{route} {error.status}"] += 1
+            return error
+        except SettledError as error:  # no answer: refused, reset or timed out
+            tally.errors[f"{route}: {error.code}"] += 1
+            return error
         received = time.time()
         tally.latency_ms[route].append((time.monotonic() - started) * 1000)
-        tally.statuses[f"{route} {response.status_code}"] += 1
-        if response.is_success:
-            body = response.json()
-            for status in body.get("actions", [body]) if isinstance(body, dict) else []:
-                if isinstance(status, dict) and "claim" in status:
-                    tally.observe(status, sent, received, route)
-        return response
+        tally.statuses[f"{route} {_success_status(answer)}"] += 1
+        for status in answer.actions if isinstance(answer, Handoff) else [answer]:
+            if isinstance(status, ActionStatus):
+                tally.observe(status.model_dump(mode="json"), sent, received, route)
+        return answer
 
     async def add_fault(self, body: dict[str, Any], label: str) -> str | None:
         try:
@@ -149,49 +157,58 @@ class Driver:
                 if fault_id and fault.release_after_s is not None:
                     releases.append(asyncio.create_task(self.release_later(fault_id, fault.release_after_s)))
             created = time.monotonic()
-            body = {
-                "operation_id": plan.operation_id,
-                "conversation_id": plan.conversation_id,
-                "kind": plan.kind,
-                "params": plan.params,
-                "authorized": plan.authorized,
-            }
-            await self.create(body, plan.create_wait_s)
+            await self.create(plan)
             for event in plan.events:
                 await asyncio.sleep(max(0.0, created + event.at_s - time.monotonic()))
                 await self.event(plan, event)
             await asyncio.gather(*releases)
             self.tally.finished += 1
 
-    async def create(self, body: dict[str, Any], wait_s: float) -> None:
+    async def create(self, plan: ActionPlan) -> None:
         # A client whose create went unanswered retries with the same operation id, as
-        # settled.client does: the repeat must meet the same action.
+        # settled.client does (here counted apart): the repeat must meet the same action.
         for attempt in range(CREATE_TRIES):
             route = "create" if attempt == 0 else "create:retry"
-            response = await self.call("POST", "/v1/actions", route, json=body, params={"wait": wait_s})
-            if response is not None and response.status_code != 503:
+            created = await self.call(
+                route,
+                lambda: self.api.create_action(
+                    plan.conversation_id,
+                    plan.kind,
+                    plan.params,
+                    operation_id=plan.operation_id,
+                    authorized=plan.authorized,
+                    wait=plan.create_wait_s,
+                ),
+            )
+            unanswered = isinstance(created, SettledError) and created.status in (None, 503)
+            if not unanswered:
                 return
 
     async def event(self, plan: ActionPlan, event: Event) -> None:
-        op, conversation = plan.operation_id, plan.conversation_id
+        api, op, conversation = self.api, plan.operation_id, plan.conversation_id
         if event.type == "get":
-            await self.call("GET", f"/v1/actions/{op}", "get")
-        elif event.type in ("authorize", "cancel", "reconcile"):
-            await self.call("POST", f"/v1/actions/{op}/{event.type}", event.type, json={}, params={"wait": 1})
+            await self.call("get", lambda: api.get(op))
+        elif event.type == "authorize":
+            await self.call("authorize", lambda: api.authorize(op, wait=1))
+        elif event.type == "cancel":
+            await self.call("cancel", lambda: api.cancel(op, wait=1))
+        elif event.type == "reconcile":
+            await self.call("reconcile", lambda: api.reconcile(op, wait=1))
         elif event.type == "presented":
             said = self.tally.last.get(op, {}).get("say") or "Let me check on that."
             completed = int(event.at_s * 1000) % 2 == 0  # seeded through the plan's timing
-            body = {"channel": "voice", "text": said, "completed": completed}
-            await self.call("POST", f"/v1/actions/{op}/presented", "presented", json=body)
+            await self.call("presented", lambda: api.presented(op, "voice", said, completed))
         elif event.type == "handoff":
-            await self.call("GET", f"/v1/conversations/{conversation}/handoff", "handoff")
+            await self.call("handoff", lambda: api.handoff(conversation))
         else:
-            body = {
-                "interrupted": {"type": "interrupted", "channel": "voice"},
-                "channel_closed": {"type": "channel_closed", "channel": "voice", "reason": "dropped"},
-                "channel_opened": {"type": "channel_opened", "channel": "text"},
+            channel, reason = {
+                "interrupted": ("voice", None),
+                "channel_closed": ("voice", "dropped"),
+                "channel_opened": ("text", None),
             }[event.type]
-            await self.call("POST", f"/v1/conversations/{conversation}/events", event.type, json=body)
+            await self.call(
+                event.type, lambda: api.conversation_event(conversation, event.type, channel, reason)
+            )
 
     # -- the end -------------------------------------------------------------------------------
 
@@ -217,19 +234,27 @@ class Driver:
         ]
 
     async def settle_one(self, plan: ActionPlan) -> dict[str, Any] | None:
-        op = plan.operation_id
-        response = await self.call("GET", f"/v1/actions/{op}", "settle:get")
-        if response is None or not response.is_success:
+        api, op = self.api, plan.operation_id
+        status = await self.call("settle:get", lambda: api.get(op))
+        if isinstance(status, SettledError):
             return None
-        status: dict[str, Any] = response.json()
-        if status["state"] == "requested" and not status["authorized"]:
-            control = "authorize" if plan.authorize_at_end else "cancel"
-            response = await self.call("POST", f"/v1/actions/{op}/{control}", f"settle:{control}", json={})
-        elif status["state"] in ("running", "unknown"):
-            response = await self.call(
-                "POST", f"/v1/actions/{op}/reconcile", "settle:reconcile", params={"wait": 1}
-            )
-        return response.json() if response is not None and response.is_success else status
+        after: ActionStatus | SettledError | None = None
+        if status.state is State.REQUESTED and not status.authorized:
+            if plan.authorize_at_end:
+                after = await self.call("settle:authorize", lambda: api.authorize(op))
+            else:
+                after = await self.call("settle:cancel", lambda: api.cancel(op))
+        elif status.state in (State.RUNNING, State.UNKNOWN):
+            after = await self.call("settle:reconcile", lambda: api.reconcile(op, wait=1))
+        return (after if isinstance(after, ActionStatus) else status).model_dump(mode="json")
+
+
+def _success_status(answer: object) -> int:
+    """The HTTP status of a successful answer: the client answers models, and the contract gives each
+    route one success status (a create 201, or 200 for a repeated operation id; an event 202)."""
+    if isinstance(answer, CreatedAction):
+        return 201 if answer.created else 200
+    return 202 if isinstance(answer, dict) else 200
 
 
 def _at_rest(status: dict[str, Any] | None, plan: ActionPlan) -> bool:
@@ -294,9 +319,11 @@ async def soak_against(
     )
     show = config.progress if config.progress is not None else os.isatty(1)
     async with (
-        httpx.AsyncClient(base_url=api_url, timeout=REQUEST_TIMEOUT_S, limits=limits) as api,
+        httpx.AsyncClient(base_url=api_url, limits=limits) as api_http,
         httpx.AsyncClient(base_url=sandbox_url, timeout=REQUEST_TIMEOUT_S, limits=limits) as sandbox,
     ):
+        # No retries inside the client: the soak retries a create itself, and counts every request.
+        api = SettledClient(api_url, timeout_s=REQUEST_TIMEOUT_S, retries=0, http=api_http)
         driver = Driver(api, sandbox, tally)
         stop = asyncio.Event()
         display = asyncio.create_task(_progress(tally, len(plans), stop)) if show else None
