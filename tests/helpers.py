@@ -22,6 +22,17 @@ FAST: dict[str, Any] = {
     "reconcile_max_interval_s": 1.0,
 }
 _REFUND_FIELDS = PLAIN_REFUND_PARAMS["properties"]
+_UNKEYED_REFUND = Variant(
+    "refund",
+    {
+        **FAST,
+        "requires_authorization": None,
+        "params_schema": PLAIN_REFUND_PARAMS,
+        "idempotency_header": None,
+        "say": None,
+    },
+)
+_SLOW_REFUND = _UNKEYED_REFUND.but(reconcile_initial_interval_s=600, reconcile_max_interval_s=600)
 TEST_KINDS: dict[str, Variant] = {
     "room_booking": Variant(
         "room_booking", {**FAST, "attention_after_s": 2.0, "redact_params_after_s": 3600}
@@ -42,48 +53,15 @@ TEST_KINDS: dict[str, Variant] = {
     ),
     # The refund service as a service without deduplication: no idempotency header is sent.
     # Its params are redacted a second after it settles (retention).
-    "refund_nodedup": Variant(
-        "refund",
-        {
-            **FAST,
-            "attention_after_s": 2.0,
-            "requires_authorization": False,
-            "redact_params_after_s": 1.0,
-            "params_schema": PLAIN_REFUND_PARAMS,
-            "idempotency_header": None,
-            "say": None,
-        },
+    "refund_nodedup": _UNKEYED_REFUND.but(
+        attention_after_s=2.0, requires_authorization=False, redact_params_after_s=1.0
     ),
     # Reconciliation so slow that only events trigger lookups: for counting what a burst of events does.
-    "refund_slow": Variant(
-        "refund",
-        {
-            **FAST,
-            "reconcile_initial_interval_s": 600,
-            "reconcile_max_interval_s": 600,
-            "requires_authorization": None,
-            "params_schema": PLAIN_REFUND_PARAMS,
-            "idempotency_header": None,
-            "say": None,
-        },
-    ),
+    "refund_slow": _SLOW_REFUND,
     # The late-commit kinds: their services may commit a write up to 4 s after the client gave up (the
     # tests release an unseen held write well inside that), and their lookups may lag. A payout is
     # looked up only when asked (reconcile, an event, a cancel) and when its horizon has passed.
-    "payout": Variant(
-        "refund",
-        {
-            **FAST,
-            "description": "pay the refund out",
-            "commit_horizon_s": 4.0,
-            "reconcile_initial_interval_s": 600,
-            "reconcile_max_interval_s": 600,
-            "requires_authorization": None,
-            "params_schema": PLAIN_REFUND_PARAMS,
-            "idempotency_header": None,
-            "say": None,
-        },
-    ),
+    "payout": _SLOW_REFUND.but(description="pay the refund out", commit_horizon_s=4.0),
     "reservation": Variant(
         "room_booking",
         {
