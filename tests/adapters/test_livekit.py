@@ -32,7 +32,7 @@ from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.stack import Stack
 from settled.states import State
 from tests.adapters.conftest import SentClient
-from tests.adapters.heard import owed, recorded_heard, sent
+from tests.adapters.heard import Caller, heard_in_full, owed, recorded_heard, sent
 from tests.client.support import AsyncSandbox, RecordingClient, eventually, new_id, refund
 
 # How long the TTS speaks per character, played in real time: the confirmation lasts about 1 s.
@@ -171,29 +171,21 @@ class Call:
 
 
 @asynccontextmanager
-async def call(
-    settled: SentClient,
-    kind: ActionKind,
-    conversation: str,
-    params: dict[str, Any],
-    *,
-    wait_s: float = 5,
-    chunk_ms: int | None = 20,
-    disconnect: bool = False,
-    holding: str | None = None,
-) -> AsyncIterator[Call]:
+async def call(caller: Caller, *, disconnect: bool = False) -> AsyncIterator[Call]:
     """An `AgentSession` whose audio plays to the caller at real-time speed; the model says a filler
     with the tool call. Leaving the block is the caller hanging up, wherever the audio is: the line
     goes dead, then the session closes (`disconnect`: as room io closes it when the participant
     disconnects; else `aclose()`)."""
-    script = RefundScript(refund=params)
-    voice = ScriptedTTS(ms_per_char=MS_PER_CHAR, chunk_ms=chunk_ms)
+    script = RefundScript(refund=caller.params)
+    voice = ScriptedTTS(ms_per_char=MS_PER_CHAR, chunk_ms=caller.chunk_ms)
     session: AgentSession[None] = AgentSession(
-        llm=ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=holding), tts=voice
+        llm=ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=caller.holding), tts=voice
     )
     speaker = Loudspeaker(voice.sentences)
     session.output.audio = speaker
-    bridge = SettledLiveKit(settled, conversation, [kind], wait_s=wait_s, authorize_on_call=True)
+    bridge = SettledLiveKit(
+        caller.settled, caller.conversation, [caller.kind], wait_s=caller.wait_s, authorize_on_call=True
+    )
     bridge.attach(session)
     closed = asyncio.Event()
     session.on("close", lambda _: closed.set())
@@ -219,16 +211,13 @@ async def test_a_hang_up_mid_confirmation_leaves_it_owed(
 ) -> None:
     """The filler said with the tool call finishes playing after the tool returned: it presents
     nothing. The confirmation is cut by the hang-up: owed."""
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(
-        settled, refund_kind, conversation, params, chunk_ms=chunk_ms, disconnect=disconnect
-    ) as c:
-        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind, chunk_ms=chunk_ms)
+    async with call(caller, disconnect=disconnect) as c:
+        c.session.generate_reply(user_input=caller.asks)
         await c.speaker.until(FILLER)
         await c.speaker.until("Your reference", heard_ms=150)  # the hang-up, mid-confirmation
-    assert len(await truth.refunds_for(params["order_id"])) == 1
-    await owed(settled, conversation, op, verbatim=False)
+    assert len(await truth.refunds_for(caller.params["order_id"])) == 1
+    await owed(caller, verbatim=False)
     reason = "hangup" if disconnect else "ended_by_agent"
     # Closing interrupts the speech (LiveKit also reports that as an interruption), then closes.
     assert [entry for entry in settled.sent if entry[0] == "presented"] == [("presented", "cut")]
@@ -239,29 +228,24 @@ async def test_a_hang_up_mid_confirmation_leaves_it_owed(
 async def test_a_confirmation_heard_to_its_end_is_not_repeated(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, chunk_ms: int | None
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms, disconnect=True) as c:
-        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind, chunk_ms=chunk_ms)
+    async with call(caller, disconnect=True) as c:
+        c.session.generate_reply(user_input=caller.asks)
         await c.speaker.until("Your reference")
-        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
-    action = await settled.get(op)
-    assert action.presented is not None and action.presented.completed and action.presented.text == action.say
-    assert (await settled.handoff(conversation)).say == ""
-    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
+    await heard_in_full(caller)
 
 
 async def test_a_barge_in_during_the_confirmation_cuts_it(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params) as c:
-        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind)
+    async with call(caller) as c:
+        c.session.generate_reply(user_input=caller.asks)
         await c.speaker.until("Your reference", heard_ms=150)
         await c.session.interrupt()
         await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
-    await owed(settled, conversation, op, verbatim=False)
+    await owed(caller, verbatim=False)
     assert ("interrupted", None) in settled.sent
 
 
@@ -271,20 +255,17 @@ async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_
     """The caller cuts the filler off while the refund is at the service; LiveKit keeps the tool
     running, and the outcome it reports later plays to its end: heard, not repeated. What the
     model says in between ("not confirmed yet") presents only that."""
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    hold = await truth.fault("refunds", "create", "hold", op, apply=True)
-    async with call(settled, refund_kind, conversation, params, wait_s=0.3) as c:
-        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind, wait_s=0.3)
+    hold = await truth.fault("refunds", "create", "hold", caller.op, apply=True)
+    async with call(caller) as c:
+        c.session.generate_reply(user_input=caller.asks)
         await c.speaker.until(FILLER, heard_ms=100)
-        await truth.wait_in_flight(op)
+        await truth.wait_in_flight(caller.op)
         await c.session.interrupt()
         await truth.release(hold)
         await c.speaker.until("Your reference")
-        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
-    action = await settled.get(op)
-    assert action.presented is not None and action.presented.completed and action.presented.text == action.say
-    assert (await settled.handoff(conversation)).say == ""
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
+    await heard_in_full(caller, sent=None)
 
 
 async def test_a_holding_line_after_a_barge_in_presents_nothing(
@@ -293,17 +274,16 @@ async def test_a_holding_line_after_a_barge_in_presents_nothing(
     """The caller cuts the confirmation off ("are you still there?") and hears "I'm still working
     on that" to its end, generated after the model had the outcome. It does not say the outcome:
     the cut confirmation is what was presented, and it is owed."""
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
-        c.session.generate_reply(user_input=f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind, holding=HOLDING)
+    async with call(caller) as c:
+        c.session.generate_reply(user_input=caller.asks)
         await c.speaker.until("Done:", heard_ms=150)
         await c.session.interrupt()  # the caller cuts in ...
         c.session.generate_reply(user_input="Are you still there?")  # ... and is answered
         await c.speaker.until(HOLDING)
         await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.speaker.heard_of(HOLDING) >= len(HOLDING) * MS_PER_CHAR * 0.9
-    await owed(settled, conversation, op, verbatim=False)
+    await owed(caller, verbatim=False)
     assert ("presented", "heard") not in settled.sent
 
 

@@ -36,7 +36,15 @@ from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.stack import Stack
 from settled.states import State
 from tests.adapters.conftest import SentClient
-from tests.adapters.heard import heard_in_full, owed, recorded_heard, sent
+from tests.adapters.heard import (
+    CUT_BY_THE_HANG_UP,
+    HEARD_AFTER_A_BARGE_IN,
+    Caller,
+    heard_in_full,
+    owed,
+    recorded_heard,
+    sent,
+)
 from tests.adapters.realtime_server import ScriptedRealtimeServer
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
 
@@ -100,24 +108,18 @@ class Call:
 
 
 @asynccontextmanager
-async def call(
-    settled: SentClient,
-    kind: ActionKind,
-    conversation: str,
-    params: dict[str, Any],
-    *,
-    wait_s: float = 5,
-    chunk_ms: int | None = 20,
-    holding: str | None = None,
-    async_tool_calls: bool = True,
-) -> AsyncIterator[Call]:
+async def call(caller: Caller, *, async_tool_calls: bool = True) -> AsyncIterator[Call]:
     """A realtime session whose audio plays to the caller at real-time speed; leaving the block is
     the caller hanging up (the session is closed), wherever the audio is."""
-    script = RefundScript(refund=params)
+    script = RefundScript(refund=caller.params)
     model = ScriptedRealtimeModel(
-        script, call_prefix=new_id("call"), speech_ms=SPEECH_MS, chunk_ms=chunk_ms, holding=holding
+        script,
+        call_prefix=new_id("call"),
+        speech_ms=SPEECH_MS,
+        chunk_ms=caller.chunk_ms,
+        holding=caller.holding,
     )
-    bridge = SettledRealtime(settled, conversation, [kind], wait_s=wait_s, authorize_on_call=True)
+    bridge = _bridge(caller)
     speaker = Speaker(bridge.playback)
     runner = RealtimeRunner(
         RealtimeAgent(name="refunds", tools=bridge.tools()),
@@ -136,6 +138,12 @@ async def call(
         await bridge.aclose()
 
 
+def _bridge(caller: Caller) -> SettledRealtime:
+    return SettledRealtime(
+        caller.settled, caller.conversation, [caller.kind], wait_s=caller.wait_s, authorize_on_call=True
+    )
+
+
 async def _play(bridge: SettledRealtime, session: RealtimeSession, speaker: Speaker) -> None:
     async for event in bridge.watch(session):
         speaker.take(event)
@@ -150,76 +158,67 @@ async def test_a_hang_up_mid_confirmation_leaves_it_owed(
     async_tool_calls: bool,
     chunk_ms: int | None,
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(
-        settled, refund_kind, conversation, params, chunk_ms=chunk_ms, async_tool_calls=async_tool_calls
-    ) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind, chunk_ms=chunk_ms)
+    async with call(caller, async_tool_calls=async_tool_calls) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
         # audio_end came long ago (generation is not playback): the caller hangs up a third in.
     assert c.speaker.heard_of("Done:") < SPEECH_MS
 
-    assert len(await truth.refunds_for(params["order_id"])) == 1
-    await owed(settled, conversation, op)
-    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+    assert len(await truth.refunds_for(caller.params["order_id"])) == 1
+    await owed(caller, sent=CUT_BY_THE_HANG_UP)
 
 
 @pytest.mark.parametrize("chunk_ms", [20, None], ids=["streamed", "one-frame"])
 async def test_a_confirmation_heard_to_its_end_is_not_repeated(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, chunk_ms: int | None
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind, chunk_ms=chunk_ms)
+    async with call(caller) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until("Done:")  # played to its end, then the caller hangs up
-        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
 
-    await heard_in_full(settled, conversation, op, c.script.said[-1])
+    await heard_in_full(caller, c.script.said[-1])
 
 
 async def test_a_barge_in_during_the_confirmation_cuts_it(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind)
+    async with call(caller) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
         await c.model.barge_in()  # the output drops the rest; the caller then hangs up
         await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.speaker.heard_of("Done:") < SPEECH_MS
-    await owed(settled, conversation, op)
+    await owed(caller)
     assert ("interrupted", None) in settled.sent
 
 
 async def test_a_barge_in_during_a_holding_line_cuts_the_confirmation_queued_behind_it(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind, holding=HOLDING)
+    async with call(caller) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until(HOLDING, heard_ms=SPEECH_MS / 3)
         assert c.speaker.item_saying("Done:") is not None  # generated, queued, not played
         await c.model.barge_in()
         await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.speaker.heard_of("Done:") == 0
-    await owed(settled, conversation, op)
+    await owed(caller)
 
 
 async def test_a_hang_up_after_a_holding_line_mid_confirmation_leaves_it_owed(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind, holding=HOLDING)
+    async with call(caller) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until(HOLDING)  # heard to its end: it presents nothing
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
-    await owed(settled, conversation, op)
-    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+    await owed(caller, sent=CUT_BY_THE_HANG_UP)
 
 
 async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_follows(
@@ -227,54 +226,44 @@ async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_
 ) -> None:
     """The filler said with the tool call is cut while the refund is still at the service; the
     confirmation generated afterwards plays to its end: heard, not repeated."""
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    hold = await truth.fault("refunds", "create", "hold", op, apply=True)
-    async with call(settled, refund_kind, conversation, params) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind)
+    hold = await truth.fault("refunds", "create", "hold", caller.op, apply=True)
+    async with call(caller) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until(FILLER, heard_ms=SPEECH_MS / 3)
-        await truth.wait_in_flight(op)
+        await truth.wait_in_flight(caller.op)
         await c.model.barge_in()
         await truth.release(hold)
         await c.speaker.until("Done:")
-        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
     assert c.speaker.heard_of(FILLER) < SPEECH_MS
-    action = await settled.get(op)
-    assert action.presented is not None and action.presented.completed and action.presented.text == action.say
-    assert (await settled.handoff(conversation)).say == ""
-    assert settled.sent == [
-        ("channel_opened", None),
-        ("interrupted", None),
-        ("presented", "heard"),
-        ("channel_closed", "hangup"),
-    ]
+    await heard_in_full(caller, sent=HEARD_AFTER_A_BARGE_IN)
 
 
 async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    hang = await truth.fault("refunds", "create", "hang", op, apply=True)
-    async with call(settled, refund_kind, conversation, params, wait_s=0.2) as c:
+    caller = Caller(settled, refund_kind, wait_s=0.2)
+    hang = await truth.fault("refunds", "create", "hang", caller.op, apply=True)
+    async with call(caller) as c:
         script, model = c.script, c.model
         model.replied.clear()
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
-        await truth.wait_in_flight(op)
+        await c.session.send_message(caller.asks)
+        await truth.wait_in_flight(caller.op)
         await asyncio.wait_for(model.replied.wait(), 20)  # the tool answered after its short wait
         assert script.said[-1] in NOT_YET
         await c.speaker.until(script.said[-1], heard_ms=SPEECH_MS / 3)
         await model.barge_in()  # cuts that sentence off
         await truth.release(hang)  # applied, and the answer is lost
-        await eventually(lambda: _state_is(settled, op, State.CONFIRMED), what="the refund confirmed")
+        await eventually(lambda: _state_is(settled, caller.op, State.CONFIRMED), what="the refund confirmed")
         await say_and_wait(c.session, model, "Please try again.")
         await say_and_wait(c.session, model, "Did you do it?")
         await c.speaker.until(script.said[-1])  # the caller hears the answer, then hangs up
-        await eventually(lambda: recorded_heard(settled, op), what="the answer recorded as heard")
+        await eventually(lambda: recorded_heard(caller), what="the answer recorded as heard")
 
-    records = await truth.refunds_for(params["order_id"])
-    action = await settled.get(op)
-    assert len(records) == 1 and records[0]["key"] == op
+    records = await truth.refunds_for(caller.params["order_id"])
+    action = await settled.get(caller.op)
+    assert len(records) == 1 and records[0]["key"] == caller.op
     assert action.state is State.CONFIRMED and action.business_ref == records[0]["id"]
     assert f"Your reference is {records[0]['id']}." in script.said[1]  # the retry met the same action
     assert "CONFIRMED" in script.said[2] and records[0]["id"] in script.said[2]
@@ -283,7 +272,7 @@ async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
     assert action.presented is not None and action.presented.completed
     assert action.presented.state is State.CONFIRMED and records[0]["id"] in action.presented.text
 
-    handoff = await settled.handoff(conversation)
+    handoff = await settled.handoff(caller.conversation)
     assert handoff.channels.voice == "closed" and handoff.channel_reasons["voice"] == "hangup"
     assert handoff.work == "stopped" and handoff.say == ""  # heard to the end: nothing owed
 
@@ -296,14 +285,11 @@ class WebSocketCall:
 
 
 @asynccontextmanager
-async def call_over_websocket(
-    settled: SentClient, kind: ActionKind, conversation: str, params: dict[str, Any]
-) -> AsyncIterator[WebSocketCall]:
+async def call_over_websocket(caller: Caller) -> AsyncIterator[WebSocketCall]:
     """The same call through the SDK's own WebSocket model, against a scripted Realtime server
     that streams the audio faster than real time; leaving the block is the caller hanging up."""
-    script = RefundScript(refund=params)
-    server = ScriptedRealtimeServer(script, speech_ms=SPEECH_MS)
-    bridge = SettledRealtime(settled, conversation, [kind], wait_s=5, authorize_on_call=True)
+    server = ScriptedRealtimeServer(RefundScript(refund=caller.params), speech_ms=SPEECH_MS)
+    bridge = _bridge(caller)
     speaker = Speaker(bridge.playback)
     model = OpenAIRealtimeWebSocketModel()
     runner = RealtimeRunner(RealtimeAgent(name="refunds", tools=bridge.tools()), model=model)
@@ -328,41 +314,36 @@ async def call_over_websocket(
 async def test_over_the_websocket_model_a_hang_up_mid_confirmation_leaves_it_owed(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind)
+    async with call_over_websocket(caller) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
-    assert len(await truth.refunds_for(params["order_id"])) == 1
-    await owed(settled, conversation, op)
-    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+    assert len(await truth.refunds_for(caller.params["order_id"])) == 1
+    await owed(caller, sent=CUT_BY_THE_HANG_UP)
 
 
 async def test_over_the_websocket_model_the_service_s_barge_in_cuts_the_confirmation(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind)
+    async with call_over_websocket(caller) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until("Done:", heard_ms=SPEECH_MS / 3)
         await c.server.barge_in()  # speech_started: the SDK reports audio_interrupted
         await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
-    await owed(settled, conversation, op)
+    await owed(caller)
     assert ("interrupted", None) in settled.sent
 
 
 async def test_over_the_websocket_model_a_confirmation_heard_to_its_end_is_not_repeated(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call_over_websocket(settled, refund_kind, conversation, params) as c:
-        await c.session.send_message(f"Please refund order {params['order_id']}.")
+    caller = Caller(settled, refund_kind)
+    async with call_over_websocket(caller) as c:
+        await c.session.send_message(caller.asks)
         await c.speaker.until("Done:")
-        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
-    assert (await settled.handoff(conversation)).say == ""
-    assert settled.sent == [("channel_opened", None), ("presented", "heard"), ("channel_closed", "hangup")]
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
+    await heard_in_full(caller)
 
 
 @pytest.mark.parametrize(("audio_format", "bytes_per_s"), [("pcm16", 48_000), ("g711_ulaw", 8_000)])

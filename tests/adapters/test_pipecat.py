@@ -12,7 +12,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import pytest
@@ -35,7 +34,15 @@ from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.stack import Stack
 from settled.states import State
 from tests.adapters.conftest import SentClient
-from tests.adapters.heard import heard_in_full, owed, recorded_heard, sent
+from tests.adapters.heard import (
+    CUT_BY_THE_HANG_UP,
+    HEARD_AFTER_A_BARGE_IN,
+    Caller,
+    heard_in_full,
+    owed,
+    recorded_heard,
+    sent,
+)
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
 
 # How long the TTS speaks per character, played in real time: the confirmation lasts about 1 s.
@@ -104,13 +111,12 @@ async def test_naive_call_is_cancelled_by_the_interruption_and_the_retry_refunds
 async def test_with_settled_the_interruption_cancels_nothing_and_there_is_one_refund(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    await truth.fault("refunds", "create", "hang", op, apply=True)
-    async with call(settled, refund_kind, conversation, params, wait_s=0.2) as c:
+    caller = Caller(settled, refund_kind, wait_s=0.2)
+    await truth.fault("refunds", "create", "hang", caller.op, apply=True)
+    async with call(caller) as c:
         script, speaker = c.script, c.bot.speaker
-        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
-        await truth.wait_in_flight(op)
+        await say(c.worker, c.llm, caller.asks, wait=False)
+        await truth.wait_in_flight(caller.op)
         await said(script, 1)
         assert script.said[0] in NOT_YET
         await speaker.until(script.said[0], heard_ms=100)  # still playing when the caller cuts in
@@ -119,12 +125,12 @@ async def test_with_settled_the_interruption_cancels_nothing_and_there_is_one_re
         await say(c.worker, c.llm, "Please try again.")
         await say(c.worker, c.llm, "Did you do it?")
         await speaker.until(script.said[-1])  # heard to its end, then the caller hangs up
-        await eventually(lambda: recorded_heard(settled, op), what="the answer recorded as heard")
+        await eventually(lambda: recorded_heard(caller), what="the answer recorded as heard")
 
-    records = await truth.refunds_for(params["order_id"])
-    action = await settled.get(op)
+    records = await truth.refunds_for(caller.params["order_id"])
+    action = await settled.get(caller.op)
     ref = records[0]["id"]
-    assert len(records) == 1 and records[0]["key"] == op
+    assert len(records) == 1 and records[0]["key"] == caller.op
     assert action.state is State.CONFIRMED and action.business_ref == ref
     assert script.said[1] == script.said[2] == action.say and ref in action.say
     assert "CONFIRMED" in script.said[3] and ref in script.said[3]
@@ -133,7 +139,7 @@ async def test_with_settled_the_interruption_cancels_nothing_and_there_is_one_re
     assert action.presented is not None and action.presented.completed
     assert action.presented.state is State.CONFIRMED
 
-    handoff = await settled.handoff(conversation)
+    handoff = await settled.handoff(caller.conversation)
     assert handoff.channels.voice == "closed" and handoff.channel_reasons["voice"] == "hangup"
     assert handoff.say == ""
 
@@ -143,15 +149,14 @@ async def test_with_settled_the_interruption_cancels_nothing_and_there_is_one_re
 async def test_a_hang_up_mid_confirmation_leaves_it_owed(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, end: type[Frame], chunk_ms: int | None
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms, end=end) as c:
-        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+    caller = Caller(settled, refund_kind, chunk_ms=chunk_ms)
+    async with call(caller, end=end) as c:
+        await say(c.worker, c.llm, caller.asks, wait=False)
         await c.bot.speaker.until("Done:", heard_ms=300)  # the caller hangs up 0.3 s in
     assert c.bot.speaker.heard_of("Done:") < _length(c.script.said[-1])
 
-    assert len(await truth.refunds_for(params["order_id"])) == 1
-    await owed(settled, conversation, op)
+    assert len(await truth.refunds_for(caller.params["order_id"])) == 1
+    await owed(caller)
     reason = "hangup" if end is EndFrame else "dropped"
     assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", reason)]
 
@@ -160,57 +165,52 @@ async def test_a_hang_up_mid_confirmation_leaves_it_owed(
 async def test_a_confirmation_heard_to_its_end_is_not_repeated(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind, chunk_ms: int | None
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, chunk_ms=chunk_ms) as c:
-        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+    caller = Caller(settled, refund_kind, chunk_ms=chunk_ms)
+    async with call(caller) as c:
+        await say(c.worker, c.llm, caller.asks, wait=False)
         await c.bot.speaker.until("Done:")
-        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
 
-    await heard_in_full(settled, conversation, op, c.script.said[-1])
+    await heard_in_full(caller, c.script.said[-1])
 
 
 async def test_a_barge_in_during_the_confirmation_cuts_it(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params) as c:
-        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+    caller = Caller(settled, refund_kind)
+    async with call(caller) as c:
+        await say(c.worker, c.llm, caller.asks, wait=False)
         await c.bot.speaker.until("Done:", heard_ms=300)
         await c.worker.queue_frame(InterruptionFrame())  # the output drops the rest
         await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.bot.speaker.heard_of("Done:") < _length(c.script.said[-1])
-    await owed(settled, conversation, op)
+    await owed(caller)
     assert ("interrupted", None) in settled.sent
 
 
 async def test_a_barge_in_during_a_holding_line_cuts_the_confirmation_queued_behind_it(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
-        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+    caller = Caller(settled, refund_kind, holding=HOLDING)
+    async with call(caller) as c:
+        await say(c.worker, c.llm, caller.asks, wait=False)
         await c.bot.speaker.until(HOLDING, heard_ms=100)
         await said(c.script, 1)  # the confirmation is generated, queued behind the holding line
         await c.worker.queue_frame(InterruptionFrame())
         await eventually(lambda: sent(settled, ("presented", "cut")), what="the cut recorded")
     assert c.bot.speaker.heard_of("Done:") == 0
-    await owed(settled, conversation, op)
+    await owed(caller)
 
 
 async def test_a_holding_line_right_before_the_confirmation_presents_nothing(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    async with call(settled, refund_kind, conversation, params, holding=HOLDING) as c:
-        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+    caller = Caller(settled, refund_kind, holding=HOLDING)
+    async with call(caller) as c:
+        await say(c.worker, c.llm, caller.asks, wait=False)
         await c.bot.speaker.until(HOLDING)  # heard to its end: the bot stops speaking after it
         await c.bot.speaker.until("Done:", heard_ms=300)  # and the caller hangs up here
-    await owed(settled, conversation, op)
-    assert settled.sent == [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+    await owed(caller, sent=CUT_BY_THE_HANG_UP)
 
 
 async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_follows(
@@ -218,27 +218,18 @@ async def test_a_barge_in_before_the_outcome_does_not_cut_the_confirmation_that_
 ) -> None:
     """The filler said with the tool call is cut while the refund is still at the service; the
     confirmation generated afterwards plays to its end: heard, not repeated."""
-    conversation, params = new_id("conv"), refund()
-    op = derived_operation_id(conversation, "refund", params)
-    hold = await truth.fault("refunds", "create", "hold", op, apply=True)
-    async with call(settled, refund_kind, conversation, params) as c:
-        await say(c.worker, c.llm, f"Please refund order {params['order_id']}.", wait=False)
+    caller = Caller(settled, refund_kind)
+    hold = await truth.fault("refunds", "create", "hold", caller.op, apply=True)
+    async with call(caller) as c:
+        await say(c.worker, c.llm, caller.asks, wait=False)
         await c.bot.speaker.until(FILLER, heard_ms=100)
-        await truth.wait_in_flight(op)
+        await truth.wait_in_flight(caller.op)
         await c.worker.queue_frame(InterruptionFrame())
         await truth.release(hold)
         await c.bot.speaker.until("Done:")
-        await eventually(lambda: recorded_heard(settled, op), what="the confirmation recorded as heard")
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
     assert c.bot.speaker.heard_of(FILLER) < _length(FILLER)
-    action = await settled.get(op)
-    assert action.presented is not None and action.presented.completed and action.presented.text == action.say
-    assert (await settled.handoff(conversation)).say == ""
-    assert settled.sent == [
-        ("channel_opened", None),
-        ("interrupted", None),
-        ("presented", "heard"),
-        ("channel_closed", "hangup"),
-    ]
+    await heard_in_full(caller, sent=HEARD_AFTER_A_BARGE_IN)
 
 
 @dataclass
@@ -251,25 +242,17 @@ class Call:
 
 
 @asynccontextmanager
-async def call(
-    settled: SentClient,
-    kind: ActionKind,
-    conversation: str,
-    params: dict[str, Any],
-    *,
-    wait_s: float = 5,
-    chunk_ms: int | None = 20,
-    holding: str | None = None,
-    end: type[Frame] = EndFrame,
-) -> AsyncIterator[Call]:
+async def call(caller: Caller, *, end: type[Frame] = EndFrame) -> AsyncIterator[Call]:
     """A pipeline whose audio plays to the caller at real-time speed; leaving the block is the
     caller hanging up: the line goes dead, then `end` (EndFrame, as the example does, or
     CancelFrame) is queued, wherever the audio is."""
-    script = RefundScript(refund=params)
-    llm = ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=holding)
-    bridge = SettledPipecat(settled, conversation, [kind], wait_s=wait_s, authorize_on_call=True)
+    script = RefundScript(refund=caller.params)
+    llm = ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=caller.holding)
+    bridge = SettledPipecat(
+        caller.settled, caller.conversation, [caller.kind], wait_s=caller.wait_s, authorize_on_call=True
+    )
     bridge.register(llm)
-    tts = ScriptedTTS(ms_per_char=MS_PER_CHAR, chunk_ms=chunk_ms)
+    tts = ScriptedTTS(ms_per_char=MS_PER_CHAR, chunk_ms=caller.chunk_ms)
     bot = build(llm, bridge, tools=bridge.tools_schema(), tts=tts)
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(bot.worker)
