@@ -7,6 +7,7 @@ the contract it was requested under even if the file changes later.
 
 import functools
 import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -282,7 +283,7 @@ def sandbox_kinds_text(sandbox_url: str, variants: Mapping[str, Variant] | None 
     template = resources.files("settled").joinpath("sandbox_kinds.toml").read_text()
     if variants is not None:
         tables = tomllib.loads(template)["kinds"]
-        template = _kinds_toml({name: _derive(tables, variant) for name, variant in variants.items()})
+        template = kinds_toml({name: _derive(tables, variant) for name, variant in variants.items()})
     return template.replace(SANDBOX_URL, sandbox_url.rstrip("/"))
 
 
@@ -304,8 +305,10 @@ def _toml_value(item: Any) -> str:
     """One TOML value, inline: the subset kinds files use. JSON's string escapes are all TOML's."""
     if isinstance(item, bool):
         return "true" if item else "false"
+    if isinstance(item, float) and not math.isfinite(item):
+        raise ValueError(f"cannot write {item!r} to a kinds file")
     if isinstance(item, int | float | str):
-        return json.dumps(item)  # finite floats only: a kind refuses NaN and infinity anyway
+        return json.dumps(item)
     if isinstance(item, list):
         return "[" + ", ".join(_toml_value(element) for element in item) + "]"
     if isinstance(item, dict):
@@ -314,8 +317,8 @@ def _toml_value(item: Any) -> str:
     raise ValueError(f"cannot write a {type(item).__name__} to a kinds file")
 
 
-def _kinds_toml(tables: Mapping[str, Mapping[str, Any]]) -> str:
-    """`[kinds.NAME]` per table, a key a line (nested tables inline)."""
+def kinds_toml(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    """Tables of kinds as a kinds file: `[kinds.NAME]` per table, a key a line (nested tables inline)."""
     lines = []
     for name, table in tables.items():
         lines.append(f"[kinds.{_toml_key(name)}]")
