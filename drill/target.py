@@ -14,7 +14,6 @@ that was already under way when the record was made cannot be misread as the rec
 import asyncio
 import contextlib
 import json
-import math
 import re
 import tomllib
 from collections.abc import AsyncIterator
@@ -36,7 +35,7 @@ from settled.drill.stack import own_stack
 from settled.drill.timeline import now
 from settled.sandbox.truth import GroundTruth, Record, Write
 
-from settled.kinds import HttpCall, KindSpec, load_kinds, parse_kinds
+from settled.kinds import HttpCall, KindSpec, kinds_toml, load_kinds, parse_kinds
 from settled.params import InvalidParams, validate_params
 from settled.templates import lookup_path, render
 
@@ -131,49 +130,6 @@ def changed_params(schema: dict[str, Any], params: dict[str, Any]) -> dict[str, 
         if isinstance(current, str) and not {"enum", "const", "pattern", "format", "maxLength"} & set(spec):
             return {**params, name: f"{current}-changed"}
     raise NoSample("cannot make up a changed value for any param; pass --changed-params")
-
-
-# -- the temporary kinds file: TOML, the subset kinds files use (strings, numbers, booleans, arrays
-# and tables) ----------------------------------------------------------------------------------
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _toml_key(name: str) -> str:
-    return name if _BARE_KEY.match(name) else json.dumps(name)
-
-
-def toml_value(item: Any) -> str:
-    """One TOML value, inline. JSON's string escapes are all valid TOML basic-string escapes."""
-    if isinstance(item, bool):
-        return "true" if item else "false"
-    if isinstance(item, int):
-        return str(item)
-    if isinstance(item, float):
-        if not math.isfinite(item):
-            raise ValueError(f"cannot write {item!r} to a kinds file")
-        return repr(item)
-    if isinstance(item, str):
-        return json.dumps(item)
-    if isinstance(item, list):
-        return "[" + ", ".join(toml_value(element) for element in item) + "]"
-    if isinstance(item, dict):
-        return (
-            "{ " + ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in item.items()) + " }"
-            if item
-            else "{}"
-        )
-    raise ValueError(f"cannot write a {type(item).__name__} to a kinds file")
-
-
-def kinds_file(tables: dict[str, dict[str, Any]]) -> str:
-    """`[kinds.NAME]` per table, every key on its own line (nested tables inline)."""
-    lines = []
-    for name, table in tables.items():
-        lines.append(f"[kinds.{_toml_key(name)}]")
-        lines += [f"{_toml_key(k)} = {toml_value(v)}" for k, v in table.items()]
-        lines.append("")
-    return "\n".join(lines)
 
 
 # -- the target bench: faults in the proxy, signs from lookups and the proxy's log ----------------
@@ -425,7 +381,7 @@ async def target_environment(
     origins = sorted({origin(call.url) for name in CALLS if (call := getattr(spec, name)) is not None})
     async with AsyncExitStack() as stack:
         proxies = {url: await stack.enter_async_context(running_proxy(url)) for url in origins}
-        text = kinds_file({kind: rewrite(table, {url: p.url for url, p in proxies.items()})})
+        text = kinds_toml({kind: rewrite(table, {url: p.url for url, p in proxies.items()})})
         parse_kinds(text, "the drill's temporary kinds file")  # fail here, not in the worker
         with console.status(f"starting the stack, with {kind} behind the fault proxy…"):
             running = await stack.enter_async_context(own_stack(text, with_sandbox=False))

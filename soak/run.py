@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from settled.sandbox.truth import SETTLED_STATES, Observation, judge
 from settled.soak.plan import KINDS, ActionPlan, Event, make_plan, planned_events, planned_faults
-from settled.soak.truth import SETTLED_STATES, Observation, judge
 
 from settled.client import CreatedAction, SettledAPIError, SettledClient, SettledError
 from settled.handoff import Handoff

@@ -9,7 +9,6 @@ from settled.drill.target import (
     NoSample,
     Sign,
     changed_params,
-    kinds_file,
     looks_reversed,
     path_pattern,
     rewrite,
@@ -17,7 +16,7 @@ from settled.drill.target import (
     truth_from_signs,
 )
 
-from settled.kinds import parse_kinds
+from settled.kinds import kinds_toml, parse_kinds
 from tests.drill.builders import at
 
 TABLE = {
@@ -41,7 +40,7 @@ TABLE = {
 
 
 def test_the_kinds_file_written_reads_back_the_same_and_settled_accepts_it() -> None:
-    text = kinds_file({"room_booking": TABLE})
+    text = kinds_toml({"room_booking": TABLE})
     assert tomllib.loads(text) == {"kinds": {"room_booking": TABLE}}
     assert parse_kinds(text, "test").get("room_booking") is not None
 
