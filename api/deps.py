@@ -52,9 +52,7 @@ class GatewayHolder:
         # Eager start needs a worker on the very client that starts the workflow.
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
         self._http = httpx.AsyncClient(limits=limits)
-        self._worker = build_worker(
-            client, self._http, self.settings.worker_cached_workflows, remote_activities=False
-        )
+        self._worker = build_worker(client, self._http, self.settings.worker_cached_workflows)
         self._worker_run = asyncio.create_task(self._worker.run())
         self._worker_run.add_done_callback(_report_worker_end)
         self._draining = asyncio.create_task(self._drain_counters())

@@ -70,8 +70,8 @@ class Settings:
     # one wakes, more costs resident memory (docs/performance.md). Status reads never need it.
     worker_cached_workflows: int = 500
     # The API hosts a worker of its own, so that a new action starts eagerly: its first workflow task
-    # (and a send inside it) runs in the API process, without a trip through the task queue. False:
-    # the API only talks to Temporal, and `settled worker` processes run every task.
+    # (and its send) runs in the API process, without a trip through the task queue. False: the API
+    # only talks to Temporal, and `settled worker` processes run every task.
     api_worker: bool = True
     # Requests per tenant (per client address without API keys); None: no limit.
     rate_limit: RateLimit | None = field(default_factory=lambda: parse_rate_limit(DEFAULT_RATE_LIMIT))

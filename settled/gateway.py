@@ -556,8 +556,7 @@ class Gateway:
         request = DescribeTaskQueueRequest(
             namespace=self.settings.namespace,
             task_queue=TaskQueue(name=TASK_QUEUE),
-            # Activities, not workflow tasks: the API's own worker polls those, and runs no activity.
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
         response = await self.client.workflow_service.describe_task_queue(
             request, timeout=timedelta(seconds=2)

@@ -2,8 +2,8 @@
 
 The API hosts one on its own client so that Temporal can start an action eagerly: the first workflow
 task comes back in the start's answer and runs in the API process, with no trip through the task
-queue. It runs workflow tasks and their local activities only; regular activities (a send recorded
-before it leaves, a reversal, a lookup nobody waits for) stay with the `settled worker` processes.
+queue, and an activity that task schedules (a send recorded before it leaves) is handed back to it
+eagerly too. The two are the same worker: any of them may run any task.
 """
 
 from datetime import timedelta
@@ -36,10 +36,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     )
 
 
-def build_worker(
-    client: Client, http: httpx.AsyncClient, cached_workflows: int = 500, remote_activities: bool = True
-) -> Worker:
-    """`remote_activities=False`: workflow tasks and local activities only (the API's worker)."""
+def build_worker(client: Client, http: httpx.AsyncClient, cached_workflows: int = 500) -> Worker:
     return Worker(
         client,
         task_queue=TASK_QUEUE,
@@ -48,6 +45,5 @@ def build_worker(
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
         max_cached_workflows=cached_workflows,
-        no_remote_activities=not remote_activities,
         graceful_shutdown_timeout=timedelta(seconds=5),
     )

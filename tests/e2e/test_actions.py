@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from settled.stack import Stack
 from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, states_seen, status, wait_for, wait_state
 
 KINDS = [("room_booking", BOOKING, "bookings"), ("refund", REFUND, "refunds")]
@@ -100,24 +99,6 @@ def test_without_deduplication_an_inconclusive_lookup_never_re_sends(
     action = wait_state(api, op, "confirmed")
     assert len(sandbox.records(op)) == 1 and len(sandbox.writes(op)) == 2
     assert action["needs_attention"] is False
-
-
-def test_worker_killed_mid_dispatch_is_settled_by_a_lookup_not_a_second_request(
-    api: httpx.Client, sandbox: Sandbox, stack: Stack
-) -> None:
-    op = new_id()
-    hold = sandbox.fault("refunds", "create", "hold", op, apply=True)
-    create(api, "refund_nodedup", REFUND, operation_id=op)
-    sandbox.wait_held(op)
-    stack.children["worker"].kill()  # SIGKILL while the request is at the service
-    sandbox.release(hold)  # the service applies it; the answer goes nowhere
-    wait_for(lambda: len(sandbox.records(op)) == 1, what="the refund record")
-    stack.start_worker()
-    action = wait_state(api, op, "confirmed", timeout_s=30)
-    assert "unknown" in states_seen(action)
-    assert len(sandbox.writes(op)) == 1
-    assert len(sandbox.records(op)) == 1
-    assert action["business_ref"] == sandbox.records(op)[0]["id"]
 
 
 def test_cancel_in_flight_of_an_applied_booking_compensates(api: httpx.Client, sandbox: Sandbox) -> None:
