@@ -19,6 +19,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from settled.identity import TASK_QUEUE
 
 WORKFLOWS = [ActionWorkflow, ConversationWorkflow]
+STICKY_TIMEOUT = timedelta(seconds=3)
 # Pure modules shared with the API: loaded once, not re-imported per workflow run.
 PASSED_THROUGH = (
     "settled",
@@ -45,5 +46,8 @@ def build_worker(client: Client, http: httpx.AsyncClient, cached_workflows: int 
         workflow_runner=workflow_runner(),
         max_concurrent_activities=200,
         max_cached_workflows=cached_workflows,
+        # A task or query for a workflow cached by a worker that died (an API killed mid-call) goes
+        # to any worker after this long, not after the SDK's 10 s: reads of it stall that long.
+        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
     )

@@ -304,6 +304,9 @@ def test_the_page_recovers_after_a_lost_connection(
     expect(card.locator(".state")).to_have_text("Confirmed")  # the current state first, on reconnect
     expect(card.locator(".ref")).to_have_text(f"Reference: {only_record(sandbox, op)['id']}")
     assert page.evaluate("window.sameDocument") is True  # no reload
+    # The killed API's own worker had these workflows cached: until Temporal hands their tasks and
+    # queries to another worker (seconds), a read may answer 503 "repeat it", which the page does.
+    web.errors[:] = [error for error in web.errors if "status of 503" not in error]
 
 
 def test_keyboard_only(web: Watched, api: httpx.Client, sandbox: Sandbox, conversation: str) -> None:
