@@ -13,7 +13,7 @@ import httpx
 from settled.bench.floor import Floor
 from settled.bench.stats import summarize
 
-from settled.client import SettledAPIError, SettledClient, SettledError
+from settled.client import SettledAPIError, SettledClient, SettledError, SettledUnreachable
 from settled.models import ActionStatus
 from settled.states import State
 
@@ -208,6 +208,9 @@ async def interrupt_to_verified(run: Run, n: int) -> list[float]:
     return samples
 
 
+UNANSWERED = "unanswered"
+
+
 async def settle(run: Run, ids: list[str], timeout_s: float = 60) -> dict[str, int]:
     """Wait (bounded) until each action has left requested/running; count the final states."""
     deadline = time.perf_counter() + timeout_s
@@ -219,11 +222,13 @@ async def settle(run: Run, ids: list[str], timeout_s: float = 60) -> dict[str, i
             return (await run.api.get(operation_id)).state.value
         except SettledAPIError as error:
             return f"http {error.status}"
+        except SettledUnreachable:  # a kept-alive connection the API closed meanwhile: ask again
+            return UNANSWERED
 
     while pending and time.perf_counter() < deadline:
         answers = await gather_limited([lambda op=op: state_of(op) for op in pending], 16)
         states.update(zip(pending, answers, strict=True))
-        pending = [op for op in pending if states[op] in ("requested", "running")]
+        pending = [op for op in pending if states[op] in ("requested", "running", UNANSWERED)]
         if pending:
             await asyncio.sleep(0.2)  # a bounded poll of the API, not a wait in a test
     counts: dict[str, int] = {}
