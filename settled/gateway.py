@@ -69,6 +69,8 @@ PROPERTIES_MODIFIED = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
 ANSWER_GRACE_S = 8.0
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
 NOOP_WAIT_POLL_S = 0.02
+# New actions started eagerly at once by one API process; more are started through the task queue.
+EAGER_AT_ONCE = 16
 # How often a creating call also looks at the new action's memo while its long poll is pending.
 MEMO_RECHECK_S = 0.25
 HTTP_STATUS = {
@@ -143,8 +145,11 @@ class Gateway:
         self.client = client
         self.kinds = kinds
         self.settings = settings
-        # A worker on this client (the API's own) runs a new action's first task: start it eagerly.
+        # A worker on this client (the API's own) runs a new action's first task: start it eagerly,
+        # while fewer than EAGER_AT_ONCE are under way; beyond that (a burst), through the task queue,
+        # so the API's process does not take on every first task of the burst itself.
         self.eager = eager
+        self._eager_under_way = 0
         # History events after which the workflows this gateway starts continue as new; None: their
         # own limit. Tests lower it to see continue-as-new without thousands of events.
         self.continue_as_new_after: int | None = None
@@ -193,6 +198,8 @@ class Gateway:
         # this call returns always lists the action; a crash between the two is mended by the
         # client's retry with the same operation id (both calls are idempotent).
         tracking = asyncio.ensure_future(self._track(tenant, body.conversation_id, operation_id))
+        eager = self.eager and self._eager_under_way < EAGER_AT_ONCE
+        self._eager_under_way += eager
         try:
             handle = await self._guard(
                 lambda: self.client.start_workflow(
@@ -209,7 +216,7 @@ class Gateway:
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     search_attributes=_search_attributes(body.conversation_id, kind.name, tenant),
                     static_summary=f"{kind.name} {operation_id} for {body.conversation_id}",
-                    request_eager_start=self.eager,
+                    request_eager_start=eager,
                 )
             )
             if _started(handle):
@@ -231,6 +238,8 @@ class Gateway:
         except BaseException:
             await asyncio.gather(tracking, return_exceptions=True)
             raise
+        finally:
+            self._eager_under_way -= eager
         await tracking
         return registered.created, registered.status
 
