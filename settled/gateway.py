@@ -275,8 +275,7 @@ class Gateway:
         async def recheck() -> None:
             while True:
                 await asyncio.sleep(MEMO_RECHECK_S)
-                description = await handle.describe()
-                note(await description.memo_value(STATUS_MEMO, None, type_hint=ActionStatus))
+                note(await self._memo_status(handle))
 
         watchers = [asyncio.ensure_future(follow()), asyncio.ensure_future(recheck())]
         try:
@@ -365,11 +364,15 @@ class Gateway:
         return await self._status(self._action(tenant, operation_id))
 
     async def _status(self, handle: WorkflowHandle[ActionWorkflow, ActionStatus]) -> ActionStatus:
-        description = await self._guard(handle.describe)
-        status = await description.memo_value(STATUS_MEMO, None, type_hint=ActionStatus)
+        status = await self._memo_status(handle)
         if status is not None:
             return status
         return await self._guard(lambda: handle.query(ActionWorkflow.status))
+
+    async def _memo_status(self, handle: WorkflowHandle[ActionWorkflow, ActionStatus]) -> ActionStatus | None:
+        """The status in the run's memo (None before its first task completed, or for old runs)."""
+        description = await self._guard(handle.describe)
+        return await description.memo_value(STATUS_MEMO, None, type_hint=ActionStatus)
 
     async def _control(
         self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any
