@@ -73,8 +73,8 @@ class Run:
     async def create(
         self, operation_id: str, *, kind: str = "room_booking", authorized: bool = True, wait: float = WAIT_S
     ) -> ActionStatus | None:
-        """The action's status, or None when it was not answered within the wait (a backlog: counted,
-        not fatal)."""
+        """The action's status, or None when it was not answered within the wait, or its connection
+        was dropped under a burst (a backlog: counted as unanswered, not fatal)."""
         try:
             return await self.api.create_action(
                 f"conv-{operation_id}",
@@ -84,6 +84,8 @@ class Run:
                 authorized=authorized,
                 wait=wait,
             )
+        except SettledUnreachable:
+            return None
         except SettledAPIError as error:
             if error.status == 503:
                 return None
