@@ -5,6 +5,7 @@ carrying the contract's error code, so the API and the CLI report them the same 
 """
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
@@ -71,8 +72,9 @@ ANSWER_GRACE_S = 8.0
 NOOP_WAIT_POLL_S = 0.02
 # New actions started eagerly at once by one API process; more are started through the task queue.
 EAGER_AT_ONCE = 16
-# How often a creating call also looks at the new action's memo while its long poll is pending.
-MEMO_RECHECK_S = 0.25
+# How often a creating call also looks at the new action's memo while its long poll is pending: soon
+# at first, then less often, so that a burst of waiting calls does not crowd out the starts it waits on.
+MEMO_RECHECK_S = (0.25, 1.0, 2.0)
 HTTP_STATUS = {
     "not_found": 404,
     "unknown_kind": 422,
@@ -193,11 +195,20 @@ class Gateway:
             authorized_by=body.authorized_by,
         )
         register = Register(kind=kind.name, params=body.params, wait_s=wait_s)
+        # Every step shares the caller's one wait (and the guard's grace past it): under a burst the
+        # server takes seconds to start each workflow, and a start cut off at a grace of its own,
+        # before the wait is spent, was never made.
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + wait_s
+
+        def left() -> float:
+            return ends - loop.time()
+
         # The conversation learns of the action while it starts, not before: one round trip less on
         # the caller's path. Neither answer is given before both are durable, so a handoff read after
         # this call returns always lists the action; a crash between the two is mended by the
         # client's retry with the same operation id (both calls are idempotent).
-        tracking = asyncio.ensure_future(self._track(tenant, body.conversation_id, operation_id))
+        tracking = asyncio.ensure_future(self._track(tenant, body.conversation_id, operation_id, wait_s))
         eager = self.eager and self._eager_under_way < EAGER_AT_ONCE
         self._eager_under_way += eager
         try:
@@ -217,15 +228,17 @@ class Gateway:
                     search_attributes=_search_attributes(body.conversation_id, kind.name, tenant),
                     static_summary=f"{kind.name} {operation_id} for {body.conversation_id}",
                     request_eager_start=eager,
-                )
+                ),
+                left(),
             )
             if _started(handle):
-                status = await self._guard(lambda: self._answer(handle, wait_s), wait_s)
+                status = await self._guard(lambda: self._answer(handle, max(0.0, left())), left())
                 await tracking
                 return True, status
             # It runs already (a repeat, or a concurrent create): its update registers this call.
+            register.wait_s = max(0.0, left())
             registered = await self._guard(
-                lambda: handle.execute_update(ActionWorkflow.register, register), wait_s
+                lambda: handle.execute_update(ActionWorkflow.register, register), left()
             )
         except (WorkflowAlreadyStartedError, RPCError) as error:
             # The action ran to its end long ago; its record still answers queries. (A server may
@@ -273,8 +286,8 @@ class Gateway:
                         note(status)
 
         async def recheck() -> None:
-            while True:
-                await asyncio.sleep(MEMO_RECHECK_S)
+            for pause in itertools.chain(MEMO_RECHECK_S, itertools.repeat(MEMO_RECHECK_S[-1])):
+                await asyncio.sleep(pause)
                 note(await self._memo_status(handle))
 
         watchers = [asyncio.ensure_future(follow()), asyncio.ensure_future(recheck())]
@@ -287,7 +300,7 @@ class Gateway:
                         raise watcher.exception()  # type: ignore[misc]
                 changed.clear()
                 # Until the first status, the caller's guard bounds the wait.
-                timeout = max(0.0, deadline - loop.time()) if latest is not None else MEMO_RECHECK_S
+                timeout = max(0.0, deadline - loop.time()) if latest is not None else MEMO_RECHECK_S[0]
                 with suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), timeout)
         finally:
@@ -302,7 +315,9 @@ class Gateway:
             raise GatewayError("operation_conflict", conflict)
         return await self.get(tenant, operation_id)
 
-    async def _track(self, tenant: str | None, conversation_id: str, operation_id: str) -> None:
+    async def _track(
+        self, tenant: str | None, conversation_id: str, operation_id: str, wait_s: float
+    ) -> None:
         await self._in_conversation(
             tenant,
             conversation_id,
@@ -317,6 +332,7 @@ class Gateway:
                 start_signal_args=[operation_id],
                 static_summary=f"conversation {conversation_id}",
             ),
+            wait_s,
         )
 
     def _conversation_start(
@@ -331,14 +347,15 @@ class Gateway:
         )
 
     async def _in_conversation(
-        self, tenant: str | None, conversation_id: str, call: Callable[[], Awaitable[T]]
+        self, tenant: str | None, conversation_id: str, call: Callable[[], Awaitable[T]], wait_s: float = 0.0
     ) -> T:
-        """Run a call that starts the conversation unless it runs. A conversation closes after 30 idle
-        days; the call is then refused (its start rejects a duplicate id), and the conversation is
-        reopened with everything it kept (actions, channels, stream log) before the call is repeated,
-        so a channel coming back later gets the same handoff, not an empty one."""
+        """Run a call that starts the conversation unless it runs, within `wait_s` and the guard's
+        grace. A conversation closes after 30 idle days; the call is then refused (its start rejects a
+        duplicate id), and the conversation is reopened with everything it kept (actions, channels,
+        stream log) before the call is repeated, so a channel coming back later gets the same handoff,
+        not an empty one."""
         try:
-            return await self._guard(call)
+            return await self._guard(call, wait_s)
         except (WorkflowAlreadyStartedError, RPCError) as error:
             if isinstance(error, RPCError) and error.status is not RPCStatusCode.ALREADY_EXISTS:
                 raise

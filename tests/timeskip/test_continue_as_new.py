@@ -54,7 +54,7 @@ async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_aft
     opened = await api.post(
         f"/v1/conversations/{conversation_id}/events", json={"type": "channel_opened", "channel": "voice"}
     )
-    assert opened.status_code == 202
+    assert opened.status_code == 202, opened.text
     await harness.skip(timedelta(hours=2))
     assert await _runs(harness, action_id) >= 2, "the action did not continue as new"
     unverified = await harness.status(op)
