@@ -239,19 +239,31 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
 
 async def _idle_stream_cost(run: Run, stack: Stack, in_flight: list[str], sizes: Sizes) -> dict[str, Any]:
     """CPU of every process, as a share of one core, while `idle_streams` streams stay open and
-    nothing changes on their conversations."""
+    nothing changes on their conversations; and the same with no stream open, in windows just before
+    and just after, so that work left over from the steps before (a backlog draining) is not counted
+    as the streams' cost: `streams_cost_percent` is the difference from the baselines' mean."""
     conversations = [f"conv-{op}" for op in in_flight]
     pids = {name: child.popen.pid for name, child in stack.children.items()}
-    async with measures.idle_streams(run, conversations, sizes.idle_streams) as opened:
+
+    async def window() -> dict[str, float]:
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         started = time.perf_counter()
         await asyncio.sleep(sizes.idle_stream_s)  # the measurement window, not a wait for a condition
         elapsed = time.perf_counter() - started
         used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+        return {name: round(100 * cpu / elapsed, 2) for name, cpu in used.items()}
+
+    baseline_before = await window()
+    async with measures.idle_streams(run, conversations, sizes.idle_streams) as opened:
+        with_streams = await window()
+    baseline_after = await window()
+    baseline = {name: round((baseline_before[name] + baseline_after[name]) / 2, 2) for name in pids}
     return {
         "streams": opened,
-        "seconds": round(elapsed, 2),
-        "core_percent": {name: round(100 * cpu / elapsed, 2) for name, cpu in used.items()},
+        "seconds": sizes.idle_stream_s,
+        "core_percent": with_streams,
+        "baseline_core_percent": baseline,
+        "streams_cost_percent": {name: round(with_streams[name] - baseline[name], 2) for name in pids},
     }
 
 

@@ -40,5 +40,6 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     }  # fmt: skip
     idle = results["idle_streams"]
     assert idle["streams"] == sizes["idle_streams"] and idle["core_percent"]["api"] >= 0
+    assert set(idle["streams_cost_percent"]) == set(idle["baseline_core_percent"]) >= {"api", "temporal"}
     assert "overhead p50 / floor's" in (out / "results.md").read_text()
     assert "targets (docs/performance.md)" in run.stdout
