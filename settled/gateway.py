@@ -35,6 +35,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from settled import visibility
+from settled.changes import action_changes, current, snapshot
 from settled.codec import data_converter
 from settled.config import Settings
 from settled.handoff import Channels, Handoff, build_handoff
@@ -43,7 +44,7 @@ from settled.kinds import Kinds
 from settled.machine import NewAction
 from settled.models import WAIT_MAX_S, ActionStatus, CreateAction
 from settled.params import InvalidParams, validate_params
-from settled.states import IN_PROGRESS, State
+from settled.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.conversation import ConversationWorkflow
 from settled.workflows.messages import (
@@ -57,7 +58,6 @@ from settled.workflows.messages import (
     ChannelEventResult,
     ConversationStart,
     ConversationState,
-    EventsSince,
     Present,
     Reconcile,
     Register,
@@ -65,7 +65,6 @@ from settled.workflows.messages import (
 
 T = TypeVar("T")
 TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
-PROPERTIES_MODIFIED = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
 # How long past a caller's wait an answer from Temporal may take before the caller is told to retry.
 ANSWER_GRACE_S = 8.0
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
@@ -277,13 +276,9 @@ class Gateway:
 
         async def follow() -> None:
             async for event in handle.fetch_history_events(wait_new_event=True, skip_archival=True):
-                if event.event_type == PROPERTIES_MODIFIED:
-                    memo = event.workflow_properties_modified_event_attributes.upserted_memo
-                    if STATUS_MEMO in memo.fields:
-                        [status] = await self.client.data_converter.decode(
-                            [memo.fields[STATUS_MEMO]], [ActionStatus]
-                        )
-                        note(status)
+                change = await snapshot(self.client, event)
+                if change is not None:
+                    note(change[1])
 
         async def recheck() -> None:
             for pause in itertools.chain(MEMO_RECHECK_S, itertools.repeat(MEMO_RECHECK_S[-1])):
@@ -491,9 +486,18 @@ class Gateway:
                 raise
 
         result = await self._in_conversation(tenant, conversation_id, record)
+        in_flight = set(result.reconcile)
+        # Actions that do not report to the conversation (QUIET_REVISION) are judged by their own
+        # record, which the server answers from the memo.
+        quiet = [op for op in result.tracked if op not in in_flight]
+        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in quiet))
+        for op, status in zip(quiet, statuses, strict=True):
+            if status and status.conversation_id == conversation_id and status.state in MAY_BE_IN_FLIGHT:
+                in_flight.add(op)
+        reconciling = [op for op in result.tracked or result.reconcile if op in in_flight]
         why = f"{event.type} on {event.channel}"
-        await asyncio.gather(*(self._look_up_soon(tenant, op, why) for op in result.reconcile))
-        return result.reconcile
+        await asyncio.gather(*(self._look_up_soon(tenant, op, why) for op in reconciling))
+        return reconciling
 
     async def _look_up_soon(self, tenant: str | None, operation_id: str, why: str) -> None:
         """Start a lookup that the channel will ask about next: answered here once accepted, run in the
@@ -510,6 +514,16 @@ class Gateway:
             if error.code not in ("noop", "not_found"):
                 raise
 
+    async def _status_if_any(self, tenant: str | None, operation_id: str) -> ActionStatus | None:
+        """A tracked action's status; None when its start never happened (a crash between, or a
+        conflict), or has not happened yet."""
+        try:
+            return await self.get(tenant, operation_id)
+        except GatewayError as error:
+            if error.code != "not_found":
+                raise
+            return None
+
     async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
         try:
             view = await self._guard(
@@ -520,32 +534,39 @@ class Gateway:
                 raise
             return build_handoff(conversation_id, Channels(), [], {})
 
-        async def status_of(operation_id: str) -> ActionStatus | None:
-            try:
-                return await self.get(tenant, operation_id)
-            except GatewayError as error:
-                if error.code != "not_found":
-                    raise
-                return None  # tracked, but its start never happened (a crash between, or a conflict)
-
-        statuses = await asyncio.gather(*(status_of(op) for op in view.operation_ids))
+        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in view.operation_ids))
         actions = [status for status in statuses if status and status.conversation_id == conversation_id]
         channels = Channels(**{name: record.state for name, record in view.channels.items()})
         reasons = {name: record.reason for name, record in view.channels.items() if record.reason}
         return build_handoff(conversation_id, channels, actions, reasons)
 
-    async def events_since(self, tenant: str | None, conversation_id: str, since: int) -> EventsSince | None:
-        """The stream's source; None while the conversation does not exist yet."""
+    async def conversation_actions(self, tenant: str | None, conversation_id: str) -> list[str]:
+        """The operation ids of the conversation's actions, oldest first ([] while it has none)."""
         try:
-            return await self._guard(
-                lambda: self._conversation(tenant, conversation_id).query(
-                    ConversationWorkflow.events_since, since
-                )
+            view = await self._guard(
+                lambda: self._conversation(tenant, conversation_id).query(ConversationWorkflow.view)
             )
         except GatewayError as error:
             if error.code == "not_found":
-                return None
+                return []
             raise
+        return view.operation_ids
+
+    async def current_change(self, tenant: str | None, operation_id: str) -> tuple[int, ActionStatus] | None:
+        """An action's current change number and status (None while it has none, or does not exist)."""
+        try:
+            return (await self._guard(lambda: current(self._action(tenant, operation_id))))[1]
+        except GatewayError as error:
+            if error.code != "not_found":
+                raise
+            return None
+
+    def action_changes(
+        self, tenant: str | None, operation_id: str, after: int | None
+    ) -> AsyncIterator[tuple[int, ActionStatus]]:
+        """Each durable change of an action after change number `after`, read from its own history
+        (`settled.changes.action_changes`)."""
+        return action_changes(self.client, self._action(tenant, operation_id), after)
 
     async def conversation_changes(
         self, tenant: str | None, conversation_id: str, idle_s: float = 1.0

@@ -70,6 +70,24 @@ class ActionStatus(BaseModel):
     compensating: bool = False
 
 
+def is_redacted(status: ActionStatus) -> bool:
+    """Whether retention has redacted the action's params."""
+    return REDACTED_MARK in status.params.values()
+
+
+def redacted_like(earlier: ActionStatus, redacted: ActionStatus) -> ActionStatus:
+    """An earlier snapshot of an action whose params were redacted since, without them and without
+    the sentences that may quote them: what was said, and what a channel presented."""
+    presented = earlier.presented
+    return earlier.model_copy(
+        update={
+            "params": dict(redacted.params),
+            "say": redacted.say if earlier.state is redacted.state else REDACTED_MARK,
+            "presented": presented.model_copy(update={"text": REDACTED_MARK}) if presented else None,
+        }
+    )
+
+
 # Request bodies -----------------------------------------------------------------------------
 
 

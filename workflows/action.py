@@ -2,8 +2,9 @@
 
 The loop asks the record what to do, runs that activity, and feeds the answer back. Controls
 arrive as updates whose validators refuse bad calls before history is touched. Every change is
-published to the conversation workflow (for the handoff and the stream), to the search attributes
-(for operators), and to the workflow's current details (for the Temporal UI).
+mirrored to the memo (the status and its change number, which the API, the handoff and the stream
+read), to the search attributes (for operators), and to the workflow's current details (for the
+Temporal UI). Runs started before `QUIET_REVISION` also signal each change to their conversation.
 
 Runs started since the `IN_TASK_CALLS` patch make a quick business call inside the workflow task (a
 local activity) when the record allows it (`ActionRecord.in_task`), publish once per workflow task,
@@ -12,8 +13,8 @@ a confirmed booking then costs one workflow task instead of three, and reads cos
 Runs recorded before the patch replay the old command sequence unchanged.
 
 A new action is started by a plain start (eager, in the API's own worker) that carries its creating
-call's wait (`ActionStart.creating_wait_s`); a repeat registers by the `register` update. Runs of the
-current revision (`CURRENT_REVISION`) take every patched path without asking `workflow.patched`, so
+call's wait (`ActionStart.creating_wait_s`); a repeat registers by the `register` update. Runs of
+revision `PATCHED_REVISION` or later take every patched path without asking `workflow.patched`, so
 their histories carry no patch markers.
 """
 
@@ -31,8 +32,10 @@ with workflow.unsafe.imports_passed_through():
     from settled.activities.business import BusinessActivities
     from settled.activities.inputs import BusinessCall
     from settled.workflows.messages import (
-        CURRENT_REVISION,
+        PATCHED_REVISION,
+        QUIET_REVISION,
         STATUS_MEMO,
+        VERSION_MEMO,
         ActionChanged,
         ActionStart,
         Amend,
@@ -79,7 +82,9 @@ def _refuse(error: ControlRefused) -> ApplicationError:
 class ActionWorkflow:
     @workflow.init
     def __init__(self, start: ActionStart) -> None:
-        self._current = start.revision >= CURRENT_REVISION
+        self._current = start.revision >= PATCHED_REVISION
+        # Earlier runs signal their conversation on every change; quiet ones are read where they are.
+        self._signals_conversation = start.revision < QUIET_REVISION
         self._record = start.carried or ActionRecord.create(start.new, workflow.now())
         self._record.calls_in_task = self._patched(IN_TASK_CALLS)
         if start.creating_wait_s is not None and start.carried is None:
@@ -87,7 +92,9 @@ class ActionWorkflow:
             self._record.apply_register()
             self._record.await_answer(workflow.now() + timedelta(seconds=start.creating_wait_s))
         self._calling_in_task = False  # publishing waits for the call's answer: one batch, not two
-        self._outbox: list[ActionStatus] = [] if start.carried else [self._record.status()]
+        self._outbox: list[ActionStatus] = (
+            [self._record.status()] if self._signals_conversation and not start.carried else []
+        )
         self._noted_version = self._record.version
         self._published_state: State | None = State.REQUESTED if not start.carried else self._record.state
         self._counted_state = self._published_state
@@ -106,7 +113,7 @@ class ActionWorkflow:
     @workflow.run
     async def run(self, start: ActionStart) -> ActionStatus:
         record = self._record
-        publisher = asyncio.create_task(self._publish_changes())
+        publisher = asyncio.create_task(self._publish_changes()) if self._signals_conversation else None
         if record.calls_in_task:
             self._mirror = asyncio.create_task(self._mirror_changes())
         started_redacted = record.params_redacted
@@ -132,7 +139,7 @@ class ActionWorkflow:
         await self._drain(publisher)
         return record.status()
 
-    async def _continue_as_new(self, start: ActionStart, publisher: asyncio.Task[None]) -> NoReturn:
+    async def _continue_as_new(self, start: ActionStart, publisher: asyncio.Task[None] | None) -> NoReturn:
         await self._drain(publisher)
         # The next run starts from the record; its input holds no params the record no longer has
         # (redacted by retention, or amended).
@@ -146,10 +153,11 @@ class ActionWorkflow:
             or info.get_current_history_length() > self._continue_as_new_after_events
         )
 
-    async def _drain(self, publisher: asyncio.Task[None]) -> None:
+    async def _drain(self, publisher: asyncio.Task[None] | None) -> None:
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self._outbox)
         self._closing = True
-        await publisher
+        if publisher is not None:
+            await publisher
         if self._mirror is not None:
             await self._mirror
 
@@ -249,7 +257,8 @@ class ActionWorkflow:
         if record.version == self._noted_version:
             return
         self._noted_version = record.version
-        self._outbox.append(record.status())
+        if self._signals_conversation:
+            self._outbox.append(record.status())
         if record.state != self._counted_state:
             self._counted_state = record.state
             # Replay-safe: the SDK records workflow metrics only when the code runs for the first time.
@@ -293,7 +302,10 @@ class ActionWorkflow:
             await workflow.wait_condition(changed)
             if record.version != self._mirrored_version:
                 self._mirrored_version = record.version
-                workflow.upsert_memo({STATUS_MEMO: record.status()})
+                memo: dict[str, object] = {STATUS_MEMO: record.status()}
+                if not self._signals_conversation:
+                    memo[VERSION_MEMO] = record.version
+                workflow.upsert_memo(memo)
                 self._mirror_state()
             if self._closing:
                 return

@@ -1,8 +1,10 @@
 """One workflow per conversation: its channels, its actions, and the log the stream reads.
 
-It never decides anything about an action: actions publish their own snapshots here
-(`action_changed`), channels report events (`channel_event`). Closing a channel changes the
-channel, nothing else.
+It never decides anything about an action. The API tells it of each new action once
+(`track_action`); channels report events (`channel_event`). Closing a channel changes the channel,
+nothing else. Actions started before `QUIET_REVISION` also publish their snapshots here
+(`action_changed`) into the log the stream read before it followed each action's own history; the
+log is kept, bounded, for them and for their replay.
 """
 
 from datetime import timedelta
@@ -11,7 +13,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from settled.workflows.messages import (
-        CURRENT_REVISION,
+        PATCHED_REVISION,
         ActionChanged,
         ChannelEvent,
         ChannelEventResult,
@@ -23,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         StreamEvent,
     )
 
-    from settled.models import REDACTED_MARK, ActionStatus
+    from settled.models import REDACTED_MARK, ActionStatus, redacted_like
     from settled.states import MAY_BE_IN_FLIGHT, SETTLED
 
 # Runs started since this patch keep one idle timer, moved only when it fires, instead of cancelling
@@ -44,7 +46,9 @@ CONTINUE_AFTER_REDACTION = "continue-after-redaction"
 EVENT_LOG_LIMIT = 1000
 EVENT_LOG_MAX_BYTES = 1024 * 1024
 CONTINUE_AS_NEW_AFTER_EVENTS = 4000
-# A conversation with every action settled and nothing new for this long closes.
+# A conversation with nothing new for this long closes (nothing new: no channel event, no new action,
+# no change from an action of an earlier release, which keeps it open until every such one settled).
+# Closing loses nothing: the next call reopens it with what it kept.
 IDLE_CLOSE_AFTER = timedelta(days=30)
 
 
@@ -75,7 +79,7 @@ class ConversationWorkflow:
         # Actions whose params this run's history holds, and whether one of them was redacted since.
         self._unredacted = {e.status.operation_id for e in self._state.events if _has_params(e.status)}
         self._redacted_here = False
-        self._current = start.revision >= CURRENT_REVISION
+        self._current = start.revision >= PATCHED_REVISION
 
     def _patched(self, patch_id: str) -> bool:
         """A patched path: taken at once by a run of the current revision, asked of history otherwise."""
@@ -191,10 +195,7 @@ class ConversationWorkflow:
             status = event.status
             if status.operation_id != redacted.operation_id or status is redacted:
                 continue
-            status.params = dict(redacted.params)
-            status.say = redacted.say if status.state is redacted.state else REDACTED_MARK
-            if status.presented is not None:
-                status.presented = status.presented.model_copy(update={"text": REDACTED_MARK})
+            event.status = redacted_like(status, redacted)
             self._event_bytes[index] = _size(event)
 
     @workflow.update
@@ -210,7 +211,7 @@ class ConversationWorkflow:
         if event.type == "channel_closed":
             return ChannelEventResult(reconcile=[])
         in_flight = [op for op, status in self._state.latest.items() if status.state in MAY_BE_IN_FLIGHT]
-        return ChannelEventResult(reconcile=in_flight)
+        return ChannelEventResult(reconcile=in_flight, tracked=list(self._state.operation_ids))
 
     @workflow.query
     def state(self) -> ConversationState:

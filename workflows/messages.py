@@ -13,11 +13,19 @@ Wait = Field(default=0.0, ge=0, le=WAIT_MAX_S)
 # The memo key under which an action keeps its latest durable status: what GET reads, from the server
 # alone, without a query to a worker.
 STATUS_MEMO = "settled_status"
-# The workflow code a run was started by. Runs started at this revision take every path their patches
-# (`workflow.patched`) guard without asking: a new run would be told "patched" anyway, and asking
-# records a marker and a TemporalChangeVersion search-attribute write per patch in its history. Runs
-# recorded earlier carry revision 1 in their input and ask, so they replay exactly as recorded.
-CURRENT_REVISION = 2
+# The memo key under which an action keeps the number of its latest change (`ActionRecord.version`,
+# carried over continue-as-new): where a stream that follows the action's history stands.
+VERSION_MEMO = "settled_version"
+# The workflow code a run was started by. Runs started at revision 2 (PATCHED_REVISION) or later take
+# every path their patches (`workflow.patched`) guard without asking: a new run would be told
+# "patched" anyway, and asking records a marker and a TemporalChangeVersion search-attribute write per
+# patch in its history.
+# Runs recorded earlier carry revision 1 in their input and ask, so they replay exactly as recorded.
+# Actions of revision 3 (QUIET_REVISION) no longer signal their conversation on every change: the
+# handoff, the events route and the stream read the actions' own memo and history.
+CURRENT_REVISION = 3
+PATCHED_REVISION = 2
+QUIET_REVISION = 3
 Revision = Field(default=1, ge=1)
 
 
@@ -118,7 +126,10 @@ class ChannelEvent(BaseModel):
 
 
 class ChannelEventResult(BaseModel):
-    reconcile: list[str]  # operation ids to look up now
+    # Operation ids to look up now, among the actions that report their changes to the conversation
+    # (started before QUIET_REVISION); the others are judged by their own record, from `tracked`.
+    reconcile: list[str]
+    tracked: list[str] = Field(default_factory=list)  # every action of the conversation, oldest first
 
 
 class ConversationView(BaseModel):

@@ -1,5 +1,6 @@
 """The conversation routes: channel events, the handoff, and the live stream (docs/reference.md)."""
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -7,12 +8,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Request
 from settled.api.deps import GatewayDep, TenantDep
 from settled.api.strict import StrictJsonRoute, valid_path_ids
-from settled.workflows.messages import ChannelEvent, EventsSince
+from settled.workflows.messages import ChannelEvent
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from settled.gateway import Gateway
 from settled.handoff import Handoff
-from settled.models import IDENTIFIER_PATTERN, ConversationEventBody
+from settled.models import IDENTIFIER_PATTERN, ActionStatus, ConversationEventBody
 
 router = APIRouter(
     prefix="/v1/conversations",
@@ -56,41 +57,35 @@ async def stream(
 
 @dataclass(frozen=True)
 class StreamPosition:
-    """Where a client stands: after change `seq` of the conversation's log, or, inside the opening
-    snapshot taken at `seq`, after its `index`-th action. Ids are `SEQ` or `SEQ.INDEX`."""
+    """Where a client stands: the number of the last change it was sent of each action of the
+    conversation, in the conversation's order (0: none). Ids read `@N1.N2…`; an id that is not one
+    of these (an earlier release's, or a stranger's) starts the stream afresh."""
 
-    seq: int
-    index: int | None = None
+    numbers: tuple[int, ...]
 
     @classmethod
     def parse(cls, text: str | None) -> "StreamPosition | None":
-        if not text:
+        if not text or not text.startswith("@"):
             return None
-        seq, _, index = text.strip().partition(".")
-        if not seq.isdigit() or (index and not index.isdigit()):
-            return None  # not one of ours: start afresh
-        return cls(int(seq), int(index) if index else None)
+        parts = text[1:].split(".") if len(text) > 1 else []
+        if not all(part.isdigit() for part in parts):
+            return None
+        return cls(tuple(int(part) for part in parts))
 
     def event_id(self) -> str:
-        return str(self.seq) if self.index is None else f"{self.seq}.{self.index}"
+        return "@" + ".".join(str(number) for number in self.numbers)
 
 
-def _starting_point(resume: StreamPosition | None, head: EventsSince | None) -> StreamPosition:
-    """Where this connection starts: after the client's last change when the log still holds what
-    came after it (index None: no snapshot); otherwise a snapshot at the head, or the rest of the
-    snapshot the client was reading."""
-    current = head.seq if head else 0
-    if resume is None or resume.seq > current:
-        return StreamPosition(current, 0)  # a new client (or an id from another conversation)
-    if resume.index is not None:
-        return resume
-    if head is not None and head.truncated:
-        return StreamPosition(current, 0)  # the bounded log lost its place: the state instead
-    return resume
+@dataclass
+class _Followed:
+    """The actions a connection follows, in the conversation's order, and the number of the last
+    change it sent of each."""
 
+    operation_ids: list[str]
+    numbers: dict[str, int]
 
-def _event(position: StreamPosition, data: str) -> dict[str, str]:
-    return {"event": "action", "id": position.event_id(), "data": data}
+    def position(self) -> StreamPosition:
+        return StreamPosition(tuple(self.numbers.get(op, 0) for op in self.operation_ids))
 
 
 async def _events(
@@ -100,36 +95,60 @@ async def _events(
     request: Request,
     resume: StreamPosition | None,
 ) -> AsyncIterator[dict[str, str] | ServerSentEvent]:
+    """Each action's changes, read from its own history (a long poll each: an idle stream costs
+    nothing), merged in the order they are read; the conversation's history is long-polled too, to
+    follow each action that joins it."""
+    operation_ids = await gateway.conversation_actions(tenant, conversation_id)
+    followed = _Followed([], {})
     sent: dict[str, str] = {}  # what this connection last sent of each action: nothing twice
-    head = await gateway.events_since(tenant, conversation_id, resume.seq if resume else 2**62)
-    start = _starting_point(resume, head)
-    seq = start.seq
-    if start.index is not None:
-        # The state now, from the head on: a change made while it is read comes again as an event
-        # only if it differs from what was sent.
-        current = await gateway.handoff(tenant, conversation_id)
-        for index, status in enumerate(current.actions, start=1):
-            if index > start.index:
-                data = status.model_dump_json()
-                sent[status.operation_id] = data
-                yield _event(StreamPosition(seq, index), data)
-    yield ServerSentEvent(comment="live")  # the client now sees every change after the state above
-    # Then a look at the log each time the conversation's history grows (a long poll: an idle stream
-    # costs nothing), instead of a query every tenth of a second.
-    changes = gateway.conversation_changes(tenant, conversation_id, STREAM_IDLE_POLL_S)
+    changes: asyncio.Queue[tuple[str, int, ActionStatus] | None] = asyncio.Queue()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def follow(operation_id: str, after: int) -> None:
+        async for number, status in gateway.action_changes(tenant, operation_id, after):
+            await changes.put((operation_id, number, status))
+
+    def start_following(operation_id: str) -> None:
+        after = followed.numbers.get(operation_id, 0)
+        tasks.append(asyncio.ensure_future(follow(operation_id, after)))
+
+    async def watch_conversation() -> None:
+        async for _ in gateway.conversation_changes(tenant, conversation_id, STREAM_IDLE_POLL_S):
+            await changes.put(None)
+
+    def event(operation_id: str, number: int, status: ActionStatus) -> dict[str, str] | None:
+        followed.numbers[operation_id] = number
+        data = status.model_dump_json()
+        if status.conversation_id != conversation_id or sent.get(operation_id) == data:
+            return None
+        sent[operation_id] = data
+        return {"event": "action", "id": followed.position().event_id(), "data": data}
+
     try:
+        if resume is None:
+            # The state now: each action's current status and change number, oldest first.
+            nows = await asyncio.gather(*(gateway.current_change(tenant, op) for op in operation_ids))
+            for operation_id, now in zip(operation_ids, nows, strict=True):
+                followed.operation_ids.append(operation_id)
+                if now is not None and (item := event(operation_id, *now)) is not None:
+                    yield item
+            for operation_id in followed.operation_ids:
+                start_following(operation_id)
+        else:
+            for operation_id, number in zip(operation_ids, resume.numbers, strict=False):
+                followed.numbers[operation_id] = number
+        yield ServerSentEvent(comment="live")  # the client now sees every change after the state above
+        tasks.append(asyncio.ensure_future(watch_conversation()))
         while not await request.is_disconnected():
-            await anext(changes)
-            page = await gateway.events_since(tenant, conversation_id, seq)
-            if page is None:
-                continue
-            for event in page.events:
-                status = event.status
-                data = status.model_dump_json()
-                if status.conversation_id != conversation_id or sent.get(status.operation_id) == data:
-                    continue
-                sent[status.operation_id] = data
-                yield _event(StreamPosition(event.seq), data)
-            seq = page.seq
+            for operation_id in operation_ids[len(followed.operation_ids) :]:
+                followed.operation_ids.append(operation_id)  # an action that joined: all of it
+                start_following(operation_id)
+            change = await changes.get()
+            if change is None:
+                operation_ids = await gateway.conversation_actions(tenant, conversation_id)
+            elif (item := event(*change)) is not None:
+                yield item
     finally:
-        await changes.aclose()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

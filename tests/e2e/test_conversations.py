@@ -3,6 +3,7 @@
 Each test checks the sandbox's records apart from what the handoff says.
 """
 
+import itertools
 import json
 import queue
 import threading
@@ -216,20 +217,42 @@ def test_the_stream_delivers_every_transition_in_order_and_the_state_on_reconnec
         sandbox.fault("bookings", "create", "fail_before_apply", op, status=503)
         create(api, "room_booking", BOOKING, conversation_id=conversation, operation_id=op, authorized=True)
         final = wait_state(api, op, "confirmed")
-        seen: list[str] = []
+        snapshots: list[dict[str, Any]] = []
 
         def reached_confirmed() -> bool:
             while not events.empty():
-                status_ = events.get()
-                if not seen or seen[-1] != status_["state"]:
-                    seen.append(status_["state"])
-            return bool(seen) and seen[-1] == "confirmed"
+                snapshots.append(events.get())
+            return bool(snapshots) and snapshots[-1]["state"] == "confirmed"
 
         wait_for(reached_confirmed, what="the stream to reach confirmed")
-        assert seen == states_seen(final) == ["requested", "running", "unknown", "running", "confirmed"]
+        # One event per durable change: one may carry several transitions, and its history lists
+        # every one, so each event's history goes on from the one before.
+        histories = [snapshot["history"] for snapshot in snapshots]
+        for earlier, later in itertools.pairwise(histories):
+            assert later[: len(earlier)] == earlier
+        assert all(a != b for a, b in itertools.pairwise(snapshots)), "an event was sent twice"
+        assert histories[-1] == final["history"]
+        assert states_seen(final) == ["requested", "running", "unknown", "running", "confirmed"]
     with _collect(api, conversation) as (events, _stop):
         first = wait_for(lambda: events.get(timeout=10), what="the first event after reconnecting")
         assert first["operation_id"] == op and first["state"] == "confirmed"
+
+
+def test_a_stream_opened_before_its_conversation_exists_follows_a_waiting_action_to_its_end(
+    api: httpx.Client,
+) -> None:
+    conversation, op = new_id("conv"), new_id()
+    with _collect(api, conversation) as (events, _stop):
+        create(api, "room_booking", BOOKING, conversation_id=conversation, operation_id=op)
+        waiting = wait_for(lambda: events.get(timeout=10), what="the waiting action on the stream")
+        assert (waiting["operation_id"], waiting["state"], waiting["authorized"]) == (op, "requested", False)
+        authorized = api.post(f"/v1/actions/{op}/authorize", json={"by": "caller"}, params={"wait": 10})
+        assert authorized.json()["state"] == "confirmed", authorized.text
+        later = [wait_for(lambda: events.get(timeout=10), what="the next change on the stream")]
+        while later[-1]["state"] != "confirmed":
+            later.append(wait_for(lambda: events.get(timeout=10), what="the confirmation on the stream"))
+    assert later[-1]["history"] == authorized.json()["history"]
+    assert all(status["operation_id"] == op for status in later)
 
 
 def test_params_are_redacted_once_the_retention_window_has_passed(
@@ -310,25 +333,29 @@ def test_a_reconnect_with_last_event_id_gets_what_it_missed_and_nothing_twice(
     )
     opening = _read_stream(api, conversation, lambda seen: len(seen) == 1)
     assert [(status["operation_id"], status["state"]) for _, status in opening] == [(first, "confirmed")]
-    assert "." in opening[0][0]  # an id inside the opening snapshot
+    opened_at = opening[0][0]
 
     sandbox.fault("bookings", "create", "fail_before_apply", second, status=503)
     create(api, "room_booking", BOOKING, conversation_id=conversation, operation_id=second, authorized=True)
     final = wait_state(api, second, "confirmed")
-    # Back from the snapshot's id: only the rest of the snapshot (the second action, as it is now).
-    rest = _read_stream(api, conversation, lambda seen: True, **{"Last-Event-ID": opening[0][0]})
-    assert [(status["operation_id"], status["state"]) for _, status in rest] == [(second, "confirmed")]
+
+    def confirmed(seen: list[tuple[str, dict]]) -> bool:
+        return seen[-1][1]["operation_id"] == second and seen[-1][1]["state"] == "confirmed"
+
+    # Back from the opening's id: every change of the second action, and nothing of the first again.
+    rest = _read_stream(api, conversation, confirmed, **{"Last-Event-ID": opened_at})
+    assert {status["operation_id"] for _, status in rest} == {second}
+    assert rest[-1][1]["history"] == final["history"]
 
     # A client that saw the second action's first change and then lost the line.
     def first_change(seen: list[tuple[str, dict]]) -> bool:
         return any(status["operation_id"] == second for _, status in seen)
 
-    before = _read_stream(api, conversation, first_change, **{"Last-Event-ID": opening[0][0].split(".")[0]})
-    cut_at = before[-1][0]
-    after = _read_stream(
-        api, conversation, lambda seen: seen[-1][1]["state"] == "confirmed", **{"Last-Event-ID": cut_at}
-    )
-    ids = [int(event_id) for event_id, _ in before + after]
-    assert ids == sorted(set(ids)), "each change once, in order"
-    states = [status["state"] for _, status in before + after if status["operation_id"] == second]
-    assert [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s] == states_seen(final)
+    before = _read_stream(api, conversation, first_change, **{"Last-Event-ID": opened_at})
+    after = _read_stream(api, conversation, confirmed, **{"Last-Event-ID": before[-1][0]})
+    assert [status for _, status in before + after] == [status for _, status in rest], "each change once"
+    positions = [tuple(int(n) for n in event_id[1:].split(".")) for event_id, _ in before + after]
+    assert all(a < b for a, b in itertools.pairwise(positions)), "ids move forward"
+    histories = [status["history"] for _, status in before + after]
+    assert all(later[: len(earlier)] == earlier for earlier, later in itertools.pairwise(histories))
+    assert states_seen(final) == ["requested", "running", "unknown", "running", "confirmed"]

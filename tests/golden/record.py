@@ -23,8 +23,9 @@ HERE = Path(__file__).parent
 # in-task business calls and the one idle timer; `golden2-` after them (and `golden2-early-404`,
 # recorded before the commit horizon, re-sends at once); `golden3-` after the commit horizon;
 # `golden4-` since actions start by a plain start (eagerly, in the API's worker) at the current
-# revision, whose runs take the patched paths without recording patch markers.
-GENERATION = "golden4"
+# revision, whose runs take the patched paths without recording patch markers; `golden5-` since
+# actions no longer signal their conversation (QUIET_REVISION) and number their changes in the memo.
+GENERATION = "golden5"
 CONVERSATION = f"{GENERATION}-conversation"
 
 

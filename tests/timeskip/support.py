@@ -1,7 +1,10 @@
 """The time-skipping tier's harness: the test server binary, and one test's Temporal test server,
 worker, API app and sandbox, with the histories of every run of a workflow."""
 
+import asyncio
 import importlib.metadata
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -10,15 +13,15 @@ from typing import Any
 import httpx
 import pytest
 from google.protobuf.message import Message
+from settled.api.routes.conversations import StreamPosition, _events
 from settled.workflows.hosting import WORKFLOWS, workflow_runner
-from settled.workflows.messages import EventsSince
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from settled.gateway import Gateway, GatewayError
+from settled.gateway import Gateway
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.kinds import PLAIN_REFUND_PARAMS, Kinds, Variant
 from tests.client.support import AsyncSandbox, eventually
@@ -28,6 +31,8 @@ from tests.client.support import AsyncSandbox, eventually
 # test lets exactly those periods pass. Only the lookup backoff's cap is raised (6 h instead of 60 s),
 # so that seven days of lookups are about forty, not ten thousand.
 _DEFAULT_DURATIONS = {"timeout_s": 1.0, "commit_horizon_s": None, "reconcile_max_interval_s": 21600}
+# How long a test reads the stream for what is already recorded.
+STREAM_READ_S = 10.0
 KINDS: dict[str, Variant] = {
     "room_booking": Variant(
         "room_booking",
@@ -114,16 +119,28 @@ class Harness:
             previous = client.get_workflow_handle(workflow_id, run_id=started.continued_execution_run_id)
             histories.insert(0, await previous.fetch_history())
 
-    async def stream_log(self, conversation_id: str, since: int) -> EventsSince | None:
-        """The conversation's stream log after `since` (what the stream route reads), or None when the
-        query was not answered in time: the test server can lose a query that meets the workflow's
-        continue-as-new, and the stream route asks again a moment later too."""
+    async def stream(
+        self, conversation_id: str, last_event_id: str | None, enough: Callable[[list[dict[str, Any]]], bool]
+    ) -> list[dict[str, Any]]:
+        """The stream route's own events (each {id, status}) from `last_event_id` on, until `enough`
+        says so. What was recorded before the call comes at once; the test server's long poll answers
+        only when a run closes, so a test reads changes that are already durable."""
+        items: list[dict[str, Any]] = []
+        events = _events(
+            self.gateway, None, conversation_id, _Connected(), StreamPosition.parse(last_event_id)
+        )
         try:
-            return await self.gateway.events_since(None, conversation_id, since)
-        except GatewayError as error:
-            if error.code != "temporal_unavailable":
-                raise
-            return None
+            async with asyncio.timeout(STREAM_READ_S):
+                async for item in events:
+                    if isinstance(item, dict):
+                        items.append({"id": item["id"], "status": json.loads(item["data"])})
+                        if enough(items):
+                            return items
+        except TimeoutError:
+            raise AssertionError(f"the stream stopped after {items}") from None
+        finally:
+            await events.aclose()
+        raise AssertionError(f"the stream ended after {items}")
 
     async def wait_quiet(self, conversation_id: str, operation_ids: list[str]) -> None:
         """Wait until no workflow task of the conversation can be under way: each action settled and
@@ -187,6 +204,13 @@ class Harness:
         if codec is not None:
             payloads = await codec.decode(payloads)
         return [payload.data.decode("utf-8", "replace") for payload in payloads]
+
+
+class _Connected:
+    """A stream client that stays until the test stops reading."""
+
+    async def is_disconnected(self) -> bool:
+        return False
 
 
 def _collect_payloads(message: Message, into: list[Payload]) -> None:

@@ -94,3 +94,18 @@ def test_runs_of_the_current_revision_take_the_patched_paths_without_markers() -
     started = normal[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
     start = json.loads(base64.b64decode(started))
     assert start["revision"] >= 2 and start["creating_wait_s"] is not None
+
+
+def test_quiet_actions_do_not_signal_their_conversation_and_number_their_changes() -> None:
+    """golden5 actions were started at QUIET_REVISION: no signal to the conversation, and each memo
+    upsert carries the change number the stream resumes from; golden4 actions signalled each change.
+    Both generations replay above."""
+
+    def kinds(name: str) -> list[str]:
+        return [event["eventType"] for event in json.loads((GOLDEN / f"{name}.json").read_text())["events"]]
+
+    signal = "EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED"
+    assert signal in kinds("golden4-normal")
+    for name in ("golden5-normal", "golden5-lost", "golden5-resend", "golden5-cancel", "golden5-amend"):
+        assert signal not in kinds(name), name
+        assert "settled_version" in (GOLDEN / f"{name}.json").read_text(), name

@@ -1,0 +1,106 @@
+"""An action's durable changes, read from its own history: what the creating call waits on and what
+the stream follows, with nothing asked of a worker.
+
+Each workflow task in which an action's record changed upserts its memo with the status (and, since
+`QUIET_REVISION`, the record's version). A change's number is that version plus one, so that 0 means
+"none yet". A long poll of the history (`wait_new_event`) answers as soon as such an event is
+written, and costs nothing while nothing changes.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from settled.models import ActionStatus, is_redacted, redacted_like
+from settled.workflows.messages import STATUS_MEMO, VERSION_MEMO
+
+PROPERTIES_MODIFIED = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
+# How often an action that does not exist yet is looked for (tracked by its conversation before its
+# start is recorded), at first and at most.
+NOT_STARTED_POLL_S = (0.2, 10.0)
+
+
+async def snapshot(client: Client, event: HistoryEvent) -> tuple[int | None, ActionStatus] | None:
+    """The change number (None for runs that record none) and status a memo upsert carries, or None
+    for any other event."""
+    if event.event_type != PROPERTIES_MODIFIED:
+        return None
+    fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
+    if STATUS_MEMO not in fields:
+        return None
+    [status] = await client.data_converter.decode([fields[STATUS_MEMO]], [ActionStatus])
+    number = None
+    if VERSION_MEMO in fields:
+        [version] = await client.data_converter.decode([fields[VERSION_MEMO]], [int])
+        number = version + 1
+    return number, status
+
+
+async def current(
+    handle: WorkflowHandle[object, ActionStatus],
+) -> tuple[WorkflowExecutionDescription, tuple[int, ActionStatus] | None]:
+    """The action's description, and its current change number and status from the memo (None
+    before its first workflow task completed). Runs that record no number are given their history's
+    length, which every later change's position exceeds."""
+    described = await handle.describe()
+    status = await described.memo_value(STATUS_MEMO, None, type_hint=ActionStatus)
+    if status is None:
+        return described, None
+    version = await described.memo_value(VERSION_MEMO, None, type_hint=int)
+    return described, (version + 1 if version is not None else described.history_length, status)
+
+
+async def action_changes(
+    client: Client, handle: WorkflowHandle[object, ActionStatus], after: int | None
+) -> AsyncIterator[tuple[int, ActionStatus]]:
+    """Each durable change of the action after change number `after`, oldest first, as (number,
+    status); with `after` None, its current status first. Follows it across continue-as-new and ends
+    once it has closed.
+
+    A run that continued as new is not read again: a reader behind it gets the newer run's first
+    status, which holds every transition it missed. Runs started before `QUIET_REVISION` record no
+    change number; their changes are numbered by their position in their run's history. Once an
+    action's params are redacted, earlier changes read from its history are sent redacted too."""
+    last = after
+    pause = NOT_STARTED_POLL_S[0]
+    read_run: str | None = None
+    while True:
+        try:
+            described, now = await current(handle)
+        except RPCError as error:
+            if error.status is not RPCStatusCode.NOT_FOUND:
+                raise
+            await asyncio.sleep(pause)  # tracked, but not started yet (or never: a refused create)
+            pause = min(pause * 2, NOT_STARTED_POLL_S[1])
+            continue
+        if described.run_id == read_run:
+            return  # the last run closed, and all of it was read
+        if now is not None and last is None:
+            last = now[0]
+            yield now
+        redacted = now[1] if now is not None and is_redacted(now[1]) else None
+        run = client.get_workflow_handle(handle.id, run_id=described.run_id)
+        running = described.status is WorkflowExecutionStatus.RUNNING
+        # What is recorded now, then (a running run) a long poll that gives each new event as it
+        # comes. The long poll starts from the top again (what was read is skipped by number): Temporal's
+        # time-skipping test server answers it only once the run closes, even for what it holds.
+        for wait in (False, True) if running else (False,):
+            async for event in run.fetch_history_events(wait_new_event=wait, skip_archival=True):
+                change = await snapshot(client, event)
+                if change is None:
+                    continue
+                number, status = change
+                number = number if number is not None else event.event_id
+                if last is not None and number <= last:
+                    continue
+                if redacted is not None and not is_redacted(status):
+                    status = redacted_like(status, redacted)
+                last = number
+                yield number, status
+        if running:
+            continue  # it closed while followed: continued as new, or ended; describe tells
+        read_run = described.run_id
