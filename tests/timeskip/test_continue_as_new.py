@@ -1,11 +1,13 @@
 """Continue-as-new mid-flight: an action and its conversation continue as new while the action is
-unverified, again after retention redacted its params, and every later run is as good as the first
-(state, handoff, presentations, a cancel that compensates), and no run started after the redaction
-holds the redacted values anywhere in its history.
+unverified, the action again after retention redacted its params (the conversation never holds
+them), and every later run is as good as the first (state, handoff, stream, presentations, a cancel
+that compensates), and no run started after the redaction holds the redacted values anywhere in its
+history.
 
 The workflows continue as new after a lowered number of history events (the gateway's
 `continue_as_new_after`), so a handful of lookups and controls are enough."""
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -91,6 +93,10 @@ async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_aft
     await eventually(lambda: continued(runs_before_redaction, 0), what="the action to continue as new")
     runs_after_redaction = await _runs(harness, action_id)
     conversation_runs_after = len(await harness.conversation_runs(conversation_id))
+    # A stream client back from the very start gets the action as it is now: no value it held.
+    [resumed] = await harness.stream(conversation_id, "@0", lambda items: True)
+    assert resumed["status"]["operation_id"] == op and resumed["status"]["params"]["room"] == "[redacted]"
+    assert not any(secret in json.dumps(resumed) for secret in secrets)
 
     # Presentations and channel events keep coming until both continue as new again, now for their
     # history's length.
