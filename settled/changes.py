@@ -77,7 +77,7 @@ async def action_changes(
             await asyncio.sleep(pause)  # tracked, but not started yet (or never: a refused create)
             pause = min(pause * 2, NOT_STARTED_POLL_S[1])
             continue
-        if described.run_id == read_run:
+        if described.run_id == read_run and described.status is not WorkflowExecutionStatus.RUNNING:
             return  # the last run closed, and all of it was read
         if now is not None and last is None:
             last = now[0]
@@ -101,6 +101,5 @@ async def action_changes(
                     status = redacted_like(status, redacted)
                 last = number
                 yield number, status
-        if running:
-            continue  # it closed while followed: continued as new, or ended; describe tells
+        # Read to its end: describe tells whether it continued as new (a newer run) or ended.
         read_run = described.run_id

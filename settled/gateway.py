@@ -49,7 +49,6 @@ from settled.workflows.action import ActionWorkflow
 from settled.workflows.conversation import ConversationWorkflow
 from settled.workflows.messages import (
     CURRENT_REVISION,
-    STATUS_MEMO,
     ActionStart,
     Amend,
     Authorize,
@@ -383,8 +382,8 @@ class Gateway:
 
     async def _memo_status(self, handle: WorkflowHandle[ActionWorkflow, ActionStatus]) -> ActionStatus | None:
         """The status in the run's memo (None before its first task completed, or for old runs)."""
-        description = await self._guard(handle.describe)
-        return await description.memo_value(STATUS_MEMO, None, type_hint=ActionStatus)
+        _, change = await self._guard(lambda: current(handle))
+        return change[1] if change is not None else None
 
     async def _control(
         self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         StreamEvent,
     )
 
-    from settled.models import REDACTED_MARK, ActionStatus, redacted_like
+    from settled.models import ActionStatus, is_redacted, redacted_like
     from settled.states import MAY_BE_IN_FLIGHT, SETTLED
 
 # Runs started since this patch keep one idle timer, moved only when it fires, instead of cancelling
@@ -53,7 +53,7 @@ IDLE_CLOSE_AFTER = timedelta(days=30)
 
 
 def _has_params(status: ActionStatus) -> bool:
-    return bool(status.params) and REDACTED_MARK not in status.params.values()
+    return bool(status.params) and not is_redacted(status)
 
 
 def _size(event: StreamEvent) -> int:
@@ -168,7 +168,7 @@ class ConversationWorkflow:
             event = StreamEvent(seq=state.seq, status=status)
             state.events.append(event)
             self._event_bytes.append(_size(event))
-            if REDACTED_MARK in status.params.values():
+            if is_redacted(status):
                 self._redact_log(status)
                 if status.operation_id in self._unredacted:
                     self._unredacted.discard(status.operation_id)
