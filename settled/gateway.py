@@ -40,13 +40,14 @@ from settled.codec import data_converter
 from settled.config import Settings
 from settled.handoff import Channels, Handoff, build_handoff
 from settled.identity import TASK_QUEUE, action_workflow_id, conversation_workflow_id, operation_key
+from settled.kept import kept_from_history
 from settled.kinds import Kinds
 from settled.machine import NewAction
 from settled.models import WAIT_MAX_S, ActionStatus, CreateAction
 from settled.params import InvalidParams, validate_params
 from settled.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
 from settled.workflows.action import ActionWorkflow
-from settled.workflows.conversation import ConversationWorkflow
+from settled.workflows.conversation import IDLE_CLOSE_AFTER, ConversationWorkflow
 from settled.workflows.messages import (
     CURRENT_REVISION,
     ActionStart,
@@ -57,6 +58,7 @@ from settled.workflows.messages import (
     ChannelEventResult,
     ConversationStart,
     ConversationState,
+    ConversationView,
     Present,
     Reconcile,
     Register,
@@ -136,6 +138,11 @@ def _started(handle: WorkflowHandle[Any, Any]) -> bool:
     return bool(getattr(response, "started", True))
 
 
+def _never_ran(error: RPCError) -> bool:
+    """A query refused because no workflow task of the run has run (so no worker can answer it)."""
+    return error.status is RPCStatusCode.FAILED_PRECONDITION
+
+
 def _unavailable(error: RPCError) -> bool:
     return error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
@@ -153,6 +160,8 @@ class Gateway:
         # History events after which the workflows this gateway starts continue as new; None: their
         # own limit. Tests lower it to see continue-as-new without thousands of events.
         self.continue_as_new_after: int | None = None
+        # How long a conversation stays open with nothing new; tests lower it to see one close.
+        self.idle_close_after = IDLE_CLOSE_AFTER
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -325,6 +334,9 @@ class Gateway:
                 start_signal="track_action",
                 start_signal_args=[operation_id],
                 static_summary=f"conversation {conversation_id}",
+                # Lazily: the start and the signal are durable at once, and a workflow task runs only
+                # once something needs it (another action, a channel event) or the idle period ends.
+                start_delay=self.idle_close_after,
             ),
             wait_s,
         )
@@ -338,6 +350,9 @@ class Gateway:
             carried=carried,
             revision=CURRENT_REVISION,
             continue_as_new_after=self.continue_as_new_after,
+            idle_close_after_s=(
+                None if self.idle_close_after == IDLE_CLOSE_AFTER else self.idle_close_after.total_seconds()
+            ),
         )
 
     async def _in_conversation(
@@ -354,7 +369,12 @@ class Gateway:
             if isinstance(error, RPCError) and error.status is not RPCStatusCode.ALREADY_EXISTS:
                 raise
         closed = self._conversation(tenant, conversation_id)
-        kept = await self._guard(lambda: closed.query(ConversationWorkflow.state))
+        try:
+            kept = await self._guard(lambda: closed.query(ConversationWorkflow.state))
+        except RPCError as error:
+            if not _never_ran(error):
+                raise
+            kept = await self._guard(lambda: kept_from_history(self.client, closed))
         kept.last_activity_at = None  # idle from the reopening on
         await self._guard(
             lambda: self.client.start_workflow(
@@ -523,16 +543,31 @@ class Gateway:
                 raise
             return None
 
-    async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
+    async def _view(self, tenant: str | None, conversation_id: str) -> ConversationView | None:
+        """What the conversation keeps (None when there is none): by a query, or from its history for a
+        run that has not run a workflow task (started lazily, or terminated before its first)."""
+        handle = self._conversation(tenant, conversation_id)
         try:
-            view = await self._guard(
-                lambda: self._conversation(tenant, conversation_id).query(ConversationWorkflow.view)
-            )
+            return await self._guard(lambda: handle.query(ConversationWorkflow.view))
         except GatewayError as error:
-            if error.code != "not_found":
+            if error.code == "not_found":
+                return None
+            raise
+        except RPCError as error:
+            if not _never_ran(error):
                 raise
-            return build_handoff(conversation_id, Channels(), [], {})
+        kept = await self._guard(lambda: kept_from_history(self.client, handle))
+        return ConversationView(
+            conversation_id=conversation_id,
+            operation_ids=kept.operation_ids,
+            channels=kept.channels,
+            seq=kept.seq,
+        )
 
+    async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
+        view = await self._view(tenant, conversation_id)
+        if view is None:
+            return build_handoff(conversation_id, Channels(), [], {})
         statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in view.operation_ids))
         actions = [status for status in statuses if status and status.conversation_id == conversation_id]
         channels = Channels(**{name: record.state for name, record in view.channels.items()})
@@ -541,15 +576,8 @@ class Gateway:
 
     async def conversation_actions(self, tenant: str | None, conversation_id: str) -> list[str]:
         """The operation ids of the conversation's actions, oldest first ([] while it has none)."""
-        try:
-            view = await self._guard(
-                lambda: self._conversation(tenant, conversation_id).query(ConversationWorkflow.view)
-            )
-        except GatewayError as error:
-            if error.code == "not_found":
-                return []
-            raise
-        return view.operation_ids
+        view = await self._view(tenant, conversation_id)
+        return view.operation_ids if view is not None else []
 
     async def current_change(self, tenant: str | None, operation_id: str) -> tuple[int, ActionStatus] | None:
         """An action's current change number and status (None while it has none, or does not exist)."""

@@ -1,10 +1,13 @@
 """One workflow per conversation: its channels, its actions, and the log the stream reads.
 
 It never decides anything about an action. The API tells it of each new action once
-(`track_action`); channels report events (`channel_event`). Closing a channel changes the channel,
-nothing else. Actions started before `QUIET_REVISION` also publish their snapshots here
-(`action_changed`) into the log the stream read before it followed each action's own history; the
-log is kept, bounded, for them and for their replay.
+(`track_action`); channels report events (`channel_event`). A conversation that a new action starts
+is started with a delay as long as its idle period (`LAZY_REVISION`): its start and that first
+`track_action` are recorded at once, and no workflow task runs until a channel event or another
+action needs one; until then the API reads what it keeps from its history (`settled.kept`).
+Closing a channel changes the channel, nothing else. Actions started before `QUIET_REVISION` also
+publish their snapshots here (`action_changed`) into the log the stream read before it followed each
+action's own history; the log is kept, bounded, for them and for their replay.
 """
 
 from datetime import timedelta
@@ -13,6 +16,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from settled.workflows.messages import (
+        LAZY_REVISION,
         PATCHED_REVISION,
         ActionChanged,
         ChannelEvent,
@@ -80,6 +84,10 @@ class ConversationWorkflow:
         self._unredacted = {e.status.operation_id for e in self._state.events if _has_params(e.status)}
         self._redacted_here = False
         self._current = start.revision >= PATCHED_REVISION
+        self._lazy = start.revision >= LAZY_REVISION and start.carried is None
+        self._idle_close_after = (
+            timedelta(seconds=start.idle_close_after_s) if start.idle_close_after_s else IDLE_CLOSE_AFTER
+        )
 
     def _patched(self, patch_id: str) -> bool:
         """A patched path: taken at once by a run of the current revision, asked of history otherwise."""
@@ -94,6 +102,11 @@ class ConversationWorkflow:
 
     @workflow.run
     async def run(self, start: ConversationStart) -> None:
+        started_at = workflow.info().workflow_start_time
+        if self._lazy and workflow.now() >= started_at + self._idle_close_after:
+            # Started lazily (its start delay is its idle period), and this first task ran because the
+            # delay ran out: nothing has happened since the start, whose action it tracked just now.
+            self._last_activity_at = self._state.last_activity_at = started_at
         if self._patched(ONE_IDLE_TIMER):
             idle = await self._until_idle_or_long()
             if not self._should_continue() or (idle and self._patched(IDLE_CLOSE_FIRST)):
@@ -105,7 +118,7 @@ class ConversationWorkflow:
             try:
                 await workflow.wait_condition(
                     lambda seen=seen: self._activity != seen or self._history_is_long(),
-                    timeout=IDLE_CLOSE_AFTER,
+                    timeout=self._idle_close_after,
                 )
             except TimeoutError:
                 if self._may_close():
@@ -117,27 +130,27 @@ class ConversationWorkflow:
 
     async def _until_idle_or_long(self) -> bool:
         """Return when the history should continue as new (False), or when the conversation may close
-        (True): idle for IDLE_CLOSE_AFTER with every action settled. The timer is set for the earliest
+        (True): idle for its idle period with every action settled. The timer is set for the earliest
         moment that can be true, and moved only when it fires early, never on a signal."""
         # A run continued from one idle for long already waits at least a moment, never a negative time.
-        wake_at = max(self._last_activity_at + IDLE_CLOSE_AFTER, workflow.now() + timedelta(seconds=1))
+        wake_at = max(self._last_activity_at + self._idle_close_after, workflow.now() + timedelta(seconds=1))
         while True:
             try:
                 await workflow.wait_condition(self._should_continue, timeout=wake_at - workflow.now())
-                if workflow.now() < self._last_activity_at + IDLE_CLOSE_AFTER or not self._may_close():
+                if workflow.now() < self._last_activity_at + self._idle_close_after or not self._may_close():
                     return False
                 # Long, and due to close as well (the timer fired in the same task).
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 return True
             except TimeoutError:
-                idle_at = self._last_activity_at + IDLE_CLOSE_AFTER
+                idle_at = self._last_activity_at + self._idle_close_after
                 if workflow.now() < idle_at:
                     wake_at = idle_at  # something happened meanwhile: idle from then on
                 elif self._may_close():
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     return True
                 else:
-                    wake_at = workflow.now() + IDLE_CLOSE_AFTER  # an action still open keeps it
+                    wake_at = workflow.now() + self._idle_close_after  # an action still open keeps it
 
     def _should_continue(self) -> bool:
         return self._history_is_long() or self._redacted_here

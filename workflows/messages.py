@@ -23,9 +23,14 @@ VERSION_MEMO = "settled_version"
 # Runs recorded earlier carry revision 1 in their input and ask, so they replay exactly as recorded.
 # Actions of revision 3 (QUIET_REVISION) no longer signal their conversation on every change: the
 # handoff, the events route and the stream read the actions' own memo and history.
-CURRENT_REVISION = 3
+# Conversations of revision 4 (LAZY_REVISION) are started by a new action with a start delay as long as
+# their idle period: the action's id is recorded durably with the start, and no workflow task runs
+# until something needs one (another action, a channel event) or the delay runs out, when the run
+# knows it has been idle since its start.
+CURRENT_REVISION = 4
 PATCHED_REVISION = 2
 QUIET_REVISION = 3
+LAZY_REVISION = 4
 Revision = Field(default=1, ge=1)
 
 
@@ -93,6 +98,8 @@ class ConversationStart(BaseModel):
     revision: int = Revision
     # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
     continue_as_new_after: int | None = Field(default=None, ge=1)
+    # Idle time after which it closes; None: the workflow's own (30 days; tests lower it).
+    idle_close_after_s: float | None = Field(default=None, gt=0)
 
 
 class StreamEvent(BaseModel):

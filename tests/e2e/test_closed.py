@@ -57,10 +57,11 @@ async def test_every_action_route_answers_a_closed_action_by_its_record(
 async def test_a_closed_conversation_is_reopened_with_what_it_kept(stack: Stack, api: httpx.Client) -> None:
     conversation_id, op = new_id("conv"), new_id()
     _booked(api, conversation_id, op)
-    # A conversation closes in a workflow task of its own, never before its first one has run: the
-    # handoff (a query) is answered once it has, and then the conversation is closed.
     assert api.get(f"/v1/conversations/{conversation_id}/handoff").json()["actions"][0]["operation_id"] == op
+    # Terminated before any workflow task of it ran (a new action's conversation runs none until it is
+    # needed): no worker can answer a query for it, and what it kept is read from its history.
     await _terminate(stack, conversation_workflow_id(None, conversation_id))
+    assert api.get(f"/v1/conversations/{conversation_id}/handoff").json()["actions"][0]["operation_id"] == op
 
     event = {"type": "channel_opened", "channel": "voice"}
     reopened = api.post(f"/v1/conversations/{conversation_id}/events", json=event)

@@ -8,6 +8,7 @@ import asyncio
 import json
 import tempfile
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -15,6 +16,7 @@ from temporalio.client import Client
 
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.stack import Stack
+from tests.e2e.idle import closed_idle_conversation
 from tests.helpers import BOOKING, REFUND, TEST_KINDS, Sandbox, create, wait_state
 
 HERE = Path(__file__).parent
@@ -24,9 +26,14 @@ HERE = Path(__file__).parent
 # recorded before the commit horizon, re-sends at once); `golden3-` after the commit horizon;
 # `golden4-` since actions start by a plain start (eagerly, in the API's worker) at the current
 # revision, whose runs take the patched paths without recording patch markers; `golden5-` since
-# actions no longer signal their conversation (QUIET_REVISION) and number their changes in the memo.
-GENERATION = "golden5"
+# actions no longer signal their conversation (QUIET_REVISION) and number their changes in the memo;
+# `golden6-` since a new action starts its conversation lazily (LAZY_REVISION), with
+# `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out.
+GENERATION = "golden6"
 CONVERSATION = f"{GENERATION}-conversation"
+LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
+# Its idle period, short enough to record (the real one is 30 days).
+LAZY_IDLE = timedelta(seconds=3)
 
 
 def normal(api: httpx.Client, _: Sandbox) -> str:
@@ -163,7 +170,10 @@ def main() -> None:
                 f"/v1/conversations/{CONVERSATION}/events",
                 json={"type": "channel_opened", "channel": "text"},
             )
-        ids = [action_workflow_id(None, op) for op in ops] + [conversation_workflow_id(None, CONVERSATION)]
+        asyncio.run(closed_idle_conversation(stack, LAZY_CONVERSATION, f"{GENERATION}-lazy", LAZY_IDLE))
+        ids = [action_workflow_id(None, op) for op in ops] + [
+            conversation_workflow_id(None, name) for name in (CONVERSATION, LAZY_CONVERSATION)
+        ]
         asyncio.run(export(stack, ids))
 
 

@@ -109,3 +109,24 @@ def test_quiet_actions_do_not_signal_their_conversation_and_number_their_changes
     for name in ("golden5-normal", "golden5-lost", "golden5-resend", "golden5-cancel", "golden5-amend"):
         assert signal not in kinds(name), name
         assert "settled_version" in (GOLDEN / f"{name}.json").read_text(), name
+
+
+def test_a_lazy_conversation_was_recorded_on_its_lazy_path() -> None:
+    """golden6-lazy-conversation was started with a delay by a new action (LAZY_REVISION) and nothing
+    woke it: its first task ran when the delay ran out, and knew it had been idle since its start (a
+    moment's timer, then it closed); golden5-conversation, of the revision before, replays above too."""
+    events = json.loads((GOLDEN / "golden6-lazy-conversation.json").read_text())["events"]
+    started = events[0]["workflowExecutionStartedEventAttributes"]
+    assert started["firstWorkflowTaskBackoff"] == "3s"
+    assert [event["eventType"] for event in events[:3]] == [
+        "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED",
+        "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED",
+        "EVENT_TYPE_WORKFLOW_TASK_SCHEDULED",
+    ]
+    timers = [
+        e["timerStartedEventAttributes"]["startToFireTimeout"]
+        for e in events
+        if "timerStartedEventAttributes" in e
+    ]
+    assert timers == ["1s"]
+    assert events[-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"

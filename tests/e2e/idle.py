@@ -1,0 +1,43 @@
+"""A conversation left idle: started by a new action through a gateway whose conversations close after
+a short idle period, run by the stack's own worker, and read back once it has closed. Used by the lazy
+conversation tests and by the golden recorder (the real idle period is 30 days)."""
+
+import asyncio
+from datetime import timedelta
+
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from settled.codec import data_converter
+from settled.config import Settings
+from settled.gateway import Gateway
+from settled.identity import conversation_workflow_id
+from settled.kinds import load_kinds
+from settled.models import CreateAction
+from settled.stack import Stack
+from tests.helpers import BOOKING
+
+CLOSE_WITHIN_S = 60.0
+POLL_S = 0.2
+
+
+async def closed_idle_conversation(
+    stack: Stack, conversation_id: str, operation_id: str, idle: timedelta
+) -> list[HistoryEvent]:
+    """Create a booking in a new conversation that nothing else touches; its history once it closed."""
+    client = await Client.connect(stack.temporal_address, data_converter=data_converter({}))
+    gateway = Gateway(client, load_kinds(stack.config), Settings())
+    gateway.idle_close_after = idle
+    body = CreateAction(
+        conversation_id=conversation_id, kind="room_booking", params=BOOKING, operation_id=operation_id
+    )
+    created, _ = await gateway.create(None, body, wait_s=0)
+    assert created
+    handle = client.get_workflow_handle(conversation_workflow_id(None, conversation_id))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CLOSE_WITHIN_S
+    while (described := await handle.describe()).status is WorkflowExecutionStatus.RUNNING:
+        assert loop.time() < deadline, f"the idle conversation did not close within {CLOSE_WITHIN_S:g}s"
+        await asyncio.sleep(POLL_S)
+    assert described.status is WorkflowExecutionStatus.COMPLETED, described.status
+    return list((await handle.fetch_history()).events)
