@@ -138,6 +138,15 @@ def _started(handle: WorkflowHandle[Any, Any]) -> bool:
     return bool(getattr(response, "started", True))
 
 
+def _finishing(call: Awaitable[T]) -> "asyncio.Future[T]":
+    """A call that runs to its end even when its caller stops waiting for it (answered 503 at the
+    deadline, or gone): Temporal may have received it already, and the caller's repeat meets what it
+    made. Its outcome is read by whoever still waits, else dropped."""
+    future = asyncio.ensure_future(call)
+    future.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return future
+
+
 def _never_ran(error: RPCError) -> bool:
     """A query refused because no workflow task of the run has run (so no worker can answer it)."""
     return error.status is RPCStatusCode.FAILED_PRECONDITION
@@ -162,6 +171,8 @@ class Gateway:
         self.continue_as_new_after: int | None = None
         # How long a conversation stays open with nothing new; tests lower it to see one close.
         self.idle_close_after = IDLE_CLOSE_AFTER
+        # How long past a caller's wait Temporal may take to answer; tests lower it.
+        self.answer_grace_s = ANSWER_GRACE_S
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -219,8 +230,10 @@ class Gateway:
         eager = self.eager and self._eager_under_way < EAGER_AT_ONCE
         self._eager_under_way += eager
         try:
-            handle = await self._guard(
-                lambda: self.client.start_workflow(
+            # Under a burst a start can take longer than the caller's wait: it still finishes, so the
+            # caller's repeat (the 503 asks for one) finds the action started, not missing.
+            start = _finishing(
+                self.client.start_workflow(
                     ActionWorkflow.run,
                     ActionStart(
                         new=new,
@@ -235,9 +248,9 @@ class Gateway:
                     search_attributes=_search_attributes(body.conversation_id, kind.name, tenant),
                     static_summary=f"{kind.name} {operation_id} for {body.conversation_id}",
                     request_eager_start=eager,
-                ),
-                left(),
+                )
             )
+            handle = await self._guard(lambda: asyncio.shield(start), left())
             if _started(handle):
                 status = await self._guard(lambda: self._answer(handle, max(0.0, left())), left())
                 await tracking
@@ -321,25 +334,30 @@ class Gateway:
     async def _track(
         self, tenant: str | None, conversation_id: str, operation_id: str, wait_s: float
     ) -> None:
-        await self._in_conversation(
-            tenant,
-            conversation_id,
-            lambda: self.client.start_workflow(
-                ConversationWorkflow.run,
-                self._conversation_start(tenant, conversation_id),
-                id=conversation_workflow_id(tenant, conversation_id),
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                start_signal="track_action",
-                start_signal_args=[operation_id],
-                static_summary=f"conversation {conversation_id}",
-                # Lazily: the start and the signal are durable at once, and a workflow task runs only
-                # once something needs it (another action, a channel event) or the idle period ends.
-                start_delay=self.idle_close_after,
-            ),
-            wait_s,
-        )
+        def tell() -> Awaitable[WorkflowHandle[Any, Any]]:
+            # Finished like the action's start: an action started after its caller gave up is in its
+            # conversation too.
+            return asyncio.shield(
+                _finishing(
+                    self.client.start_workflow(
+                        ConversationWorkflow.run,
+                        self._conversation_start(tenant, conversation_id),
+                        id=conversation_workflow_id(tenant, conversation_id),
+                        task_queue=TASK_QUEUE,
+                        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                        start_signal="track_action",
+                        start_signal_args=[operation_id],
+                        static_summary=f"conversation {conversation_id}",
+                        # Lazily: the start and the signal are durable at once, and a workflow task
+                        # runs only once something needs it (another action, a channel event) or the
+                        # idle period ends.
+                        start_delay=self.idle_close_after,
+                    )
+                )
+            )
+
+        await self._in_conversation(tenant, conversation_id, tell, wait_s)
 
     def _conversation_start(
         self, tenant: str | None, conversation_id: str, carried: ConversationState | None = None
@@ -483,7 +501,11 @@ class Gateway:
     async def conversation_event(
         self, tenant: str | None, conversation_id: str, event: ChannelEvent
     ) -> list[str]:
-        """Record a channel event; for interruptions and openings, reconcile what may be in flight."""
+        """Record a channel event; for interruptions and openings, reconcile what may be in flight.
+        While the event is recorded, the actions the conversation already holds are read from its
+        history (the event may be its first workflow task, which then comes from the task queue) and
+        the lookups of those in flight start: a lookup is safe before the event is durable, and the
+        channel's next question is about them. The answer comes once both are done."""
 
         async def record() -> ChannelEventResult:
             start = WithStartWorkflowOperation(
@@ -504,19 +526,55 @@ class Gateway:
                 await asyncio.gather(start.workflow_handle(), return_exceptions=True)
                 raise
 
-        result = await self._in_conversation(tenant, conversation_id, record)
-        in_flight = set(result.reconcile)
-        # Actions that do not report to the conversation (QUIET_REVISION) are judged by their own
-        # record, which the server answers from the memo.
-        quiet = [op for op in result.tracked if op not in in_flight]
-        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in quiet))
-        for op, status in zip(quiet, statuses, strict=True):
-            if status and status.conversation_id == conversation_id and status.state in MAY_BE_IN_FLIGHT:
-                in_flight.add(op)
-        reconciling = [op for op in result.tracked or result.reconcile if op in in_flight]
+        recording = self._in_conversation(tenant, conversation_id, record)
+        if event.type == "channel_closed":
+            await recording
+            return []
         why = f"{event.type} on {event.channel}"
-        await asyncio.gather(*(self._look_up_soon(tenant, op, why) for op in reconciling))
-        return reconciling
+        result, (looked_at, started) = await asyncio.gather(
+            recording, self._reconcile_known(tenant, conversation_id, why)
+        )
+        # What the event's answer adds: actions tracked since the history was read, and actions of an
+        # earlier release in flight by the conversation's own record.
+        in_flight = set(result.reconcile) | set(started)
+        rest = [op for op in result.tracked if op not in looked_at and op not in in_flight]
+        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in rest))
+        in_flight |= {
+            op
+            for op, status in zip(rest, statuses, strict=True)
+            if self._may_be_in_flight(status, conversation_id)
+        }
+        late = [op for op in in_flight if op not in started]
+        await asyncio.gather(*(self._look_up_soon(tenant, op, why) for op in late))
+        return [op for op in result.tracked or result.reconcile if op in in_flight]
+
+    async def _reconcile_known(
+        self, tenant: str | None, conversation_id: str, why: str
+    ) -> tuple[set[str], list[str]]:
+        """(looked at, lookups started) for the actions the conversation's history names, each judged
+        by its own record; nothing when the history cannot be read now (the event's answer names them)."""
+        handle = self._conversation(tenant, conversation_id)
+        try:
+            kept = await self._guard(lambda: kept_from_history(self.client, handle))
+        except GatewayError:
+            return set(), []
+        ops = kept.operation_ids
+        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in ops))
+        in_flight = [
+            op
+            for op, status in zip(ops, statuses, strict=True)
+            if self._may_be_in_flight(status, conversation_id)
+        ]
+        await asyncio.gather(*(self._look_up_soon(tenant, op, why) for op in in_flight))
+        return set(ops), in_flight
+
+    @staticmethod
+    def _may_be_in_flight(status: ActionStatus | None, conversation_id: str) -> bool:
+        return (
+            status is not None
+            and status.conversation_id == conversation_id
+            and status.state in MAY_BE_IN_FLIGHT
+        )
 
     async def _look_up_soon(self, tenant: str | None, operation_id: str, why: str) -> None:
         """Start a lookup that the channel will ask about next: answered here once accepted, run in the
@@ -647,11 +705,11 @@ class Gateway:
         the caller's wait plus a grace: an update is answered only once a worker has run it, which
         under a backlog can be long after; the caller is then told to retry, not kept hanging."""
         try:
-            return await asyncio.wait_for(call(), wait_s + ANSWER_GRACE_S)
+            return await asyncio.wait_for(call(), wait_s + self.answer_grace_s)
         except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
             raise GatewayError(
                 "temporal_unavailable",
-                f"Temporal did not answer within {wait_s + ANSWER_GRACE_S:g}s (busy); the call may have "
+                f"Temporal did not answer within {wait_s + self.answer_grace_s:g}s (busy); the call may have "
                 "been recorded: repeat it (with the same operation_id) to learn the state",
             ) from None
         except WorkflowUpdateFailedError as error:

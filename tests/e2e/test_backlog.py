@@ -2,15 +2,19 @@
 the caller's wait plus a bounded grace, says so plainly, and a retry with the same operation id
 meets the same action: nothing is lost and nothing is written twice."""
 
+import asyncio
 import os
 import signal
 import time
 
 import httpx
+import pytest
 
-from settled.gateway import ANSWER_GRACE_S
+from settled.gateway import ANSWER_GRACE_S, GatewayError
+from settled.models import CreateAction
 from settled.stack import Stack
 from tests.e2e.conftest import StackOptions
+from tests.e2e.inprocess import gateway_on
 from tests.helpers import BOOKING, Sandbox, create, new_id
 
 # Without the API's own worker, which would run a new action's first task eagerly: the stalled
@@ -43,3 +47,31 @@ def test_a_stalled_worker_gets_the_caller_a_bounded_answer_and_the_retry_the_tru
         assert retried.status_code in (200, 201), retried.text
         assert retried.json()["state"] == "confirmed"
         assert len(Sandbox(sandbox_http).records(operation_id)) == 1
+
+
+async def test_a_start_its_caller_stopped_waiting_for_is_still_made_and_tracked(module_stack: Stack) -> None:
+    """Under a burst a start can outlast the caller's wait and grace: the caller is answered 503 at
+    its deadline, and the start still finishes, with its conversation told, so the repeat the 503 asks
+    for finds the action (cut off instead, it was never made). Here the deadline has passed at once."""
+    gateway = await gateway_on(module_stack)
+    gateway.answer_grace_s = 0.0
+    operation_id, conversation_id = new_id(), new_id("conv")
+    body = CreateAction(
+        conversation_id=conversation_id, kind="room_booking", params=BOOKING, operation_id=operation_id
+    )
+    with pytest.raises(GatewayError) as answered:
+        await gateway.create(None, body, wait_s=0)
+    assert answered.value.code == "temporal_unavailable"
+
+    async with httpx.AsyncClient(base_url=module_stack.api_url, timeout=10) as api:
+
+        async def listed() -> bool:
+            handoff = (await api.get(f"/v1/conversations/{conversation_id}/handoff")).json()
+            return [action["operation_id"] for action in handoff["actions"]] == [operation_id]
+
+        deadline = time.monotonic() + 20
+        while not await listed():
+            assert time.monotonic() < deadline, "the cut-off start was never made, or never tracked"
+            await asyncio.sleep(0.1)
+        status = (await api.get(f"/v1/actions/{operation_id}")).json()
+        assert status["state"] == "requested" and status["conversation_id"] == conversation_id

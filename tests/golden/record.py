@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.stack import Stack
-from tests.e2e.idle import closed_idle_conversation
+from tests.e2e.inprocess import closed_idle_conversation
 from tests.helpers import BOOKING, REFUND, TEST_KINDS, Sandbox, create, wait_state
 
 HERE = Path(__file__).parent

@@ -1,6 +1,7 @@
-"""A conversation left idle: started by a new action through a gateway whose conversations close after
-a short idle period, run by the stack's own worker, and read back once it has closed. Used by the lazy
-conversation tests and by the golden recorder (the real idle period is 30 days)."""
+"""A gateway in the test's own process, on a stack's dev server (the stack's worker runs the workflows),
+for what the API process cannot be made to do on cue: a conversation whose idle period is seconds
+(the real one is 30 days; used by the lazy conversation tests and the golden recorder), a caller's
+deadline that has passed before Temporal could answer."""
 
 import asyncio
 from datetime import timedelta
@@ -21,19 +22,23 @@ CLOSE_WITHIN_S = 60.0
 POLL_S = 0.2
 
 
+async def gateway_on(stack: Stack) -> Gateway:
+    client = await Client.connect(stack.temporal_address, data_converter=data_converter({}))
+    return Gateway(client, load_kinds(stack.config), Settings())
+
+
 async def closed_idle_conversation(
     stack: Stack, conversation_id: str, operation_id: str, idle: timedelta
 ) -> list[HistoryEvent]:
     """Create a booking in a new conversation that nothing else touches; its history once it closed."""
-    client = await Client.connect(stack.temporal_address, data_converter=data_converter({}))
-    gateway = Gateway(client, load_kinds(stack.config), Settings())
+    gateway = await gateway_on(stack)
     gateway.idle_close_after = idle
     body = CreateAction(
         conversation_id=conversation_id, kind="room_booking", params=BOOKING, operation_id=operation_id
     )
     created, _ = await gateway.create(None, body, wait_s=0)
     assert created
-    handle = client.get_workflow_handle(conversation_workflow_id(None, conversation_id))
+    handle = gateway.client.get_workflow_handle(conversation_workflow_id(None, conversation_id))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + CLOSE_WITHIN_S
     while (described := await handle.describe()).status is WorkflowExecutionStatus.RUNNING:
