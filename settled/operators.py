@@ -139,7 +139,7 @@ async def _replay(gateway: Gateway | None, args: argparse.Namespace, settings: S
     replayer = Replayer(
         workflows=WORKFLOWS,
         data_converter=data_converter(settings.encryption_keys),
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(sandboxed=True),
     )
     failures: list[dict[str, str]] = []
     async with replayer.workflow_replay_iterator(_aiter(histories)) as results:

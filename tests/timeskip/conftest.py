@@ -69,7 +69,7 @@ async def harness(business: Stack, request: pytest.FixtureRequest) -> AsyncItera
         transport = httpx.ASGITransport(app=app)
         async with (
             httpx.AsyncClient() as http,
-            build_worker(env.client, http),
+            build_worker(env.client, http, sandboxed=True),
             httpx.AsyncClient(transport=transport, base_url="http://settled", timeout=40) as api,
         ):
             yield Harness(env=env, gateway=gateway, api=api, truth=truth, kinds=kinds)

@@ -183,7 +183,7 @@ class Harness:
         replayer = Replayer(
             workflows=WORKFLOWS,
             data_converter=self.env.client.data_converter,
-            workflow_runner=workflow_runner(),
+            workflow_runner=workflow_runner(sandboxed=True),
         )
         for history in histories:
             await replayer.replay_workflow(history)

@@ -25,7 +25,9 @@ def history(path: Path) -> WorkflowHistory:
 
 def replayer(workflows: list[type]) -> Replayer:
     return Replayer(
-        workflows=workflows, data_converter=pydantic_data_converter, workflow_runner=workflow_runner()
+        workflows=workflows,
+        data_converter=pydantic_data_converter,
+        workflow_runner=workflow_runner(sandboxed=True),
     )
 
 
@@ -54,6 +56,27 @@ async def test_a_changed_command_sequence_is_caught(tmp_path: Path, monkeypatch:
             await replayer(changed_workflows).replay_workflow(history(GOLDEN / "golden-normal.json"))
     finally:
         sys.modules.pop("action_changed", None)
+
+
+async def test_a_forbidden_call_is_caught_by_the_sandboxed_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker runs workflow code outside Temporal's sandbox; the replays here run it inside, and
+    a copy of the Action workflow that reads the wall clock before each send must fail them."""
+    source = (Path(__file__).parents[2] / "workflows" / "action.py").read_text()
+    marker = "        record.begin_dispatch(workflow.now())\n"
+    assert marker in source
+    changed = source.replace(marker, "        __import__('datetime').datetime.now()\n" + marker)
+    (tmp_path / "action_clock.py").write_text(changed)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("action_clock")
+    try:
+        with pytest.raises(Exception, match=r"datetime\.now|restricted"):
+            await replayer([module.ActionWorkflow, *WORKFLOWS[1:]]).replay_workflow(
+                history(GOLDEN / "golden6-normal.json")
+            )
+    finally:
+        sys.modules.pop("action_clock", None)
 
 
 def test_the_newest_histories_cover_calls_inside_the_workflow_task() -> None:
