@@ -342,13 +342,9 @@ class Gateway:
                     self.client.start_workflow(
                         ConversationWorkflow.run,
                         self._conversation_start(tenant, conversation_id),
-                        id=conversation_workflow_id(tenant, conversation_id),
-                        task_queue=TASK_QUEUE,
-                        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                        **self._conversation_options(tenant, conversation_id),
                         start_signal="track_action",
                         start_signal_args=[operation_id],
-                        static_summary=f"conversation {conversation_id}",
                         # Lazily: the start and the signal are durable at once, and a workflow task
                         # runs only once something needs it (another action, a channel event) or the
                         # idle period ends.
@@ -358,6 +354,22 @@ class Gateway:
             )
 
         await self._in_conversation(tenant, conversation_id, tell, wait_s)
+
+    def _conversation_options(
+        self,
+        tenant: str | None,
+        conversation_id: str,
+        reuse: WorkflowIDReusePolicy = WorkflowIDReusePolicy.REJECT_DUPLICATE,
+    ) -> dict[str, Any]:
+        """What every start of a conversation's run shares. A closed one is started again only by its
+        reopening (`reuse`), which carries what it kept."""
+        return {
+            "id": conversation_workflow_id(tenant, conversation_id),
+            "task_queue": TASK_QUEUE,
+            "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
+            "id_reuse_policy": reuse,
+            "static_summary": f"conversation {conversation_id}",
+        }
 
     def _conversation_start(
         self, tenant: str | None, conversation_id: str, carried: ConversationState | None = None
@@ -398,11 +410,7 @@ class Gateway:
             lambda: self.client.start_workflow(
                 ConversationWorkflow.run,
                 self._conversation_start(tenant, conversation_id, kept),
-                id=conversation_workflow_id(tenant, conversation_id),
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                static_summary=f"conversation {conversation_id}",
+                **self._conversation_options(tenant, conversation_id, WorkflowIDReusePolicy.ALLOW_DUPLICATE),
             )
         )
         return await self._guard(call)
@@ -511,11 +519,7 @@ class Gateway:
             start = WithStartWorkflowOperation(
                 ConversationWorkflow.run,
                 self._conversation_start(tenant, conversation_id),
-                id=conversation_workflow_id(tenant, conversation_id),
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                static_summary=f"conversation {conversation_id}",
+                **self._conversation_options(tenant, conversation_id),
             )
             try:
                 return await self.client.execute_update_with_start_workflow(
