@@ -177,8 +177,13 @@
     return a[0] > b[0] || (a[0] === b[0] && a[1] > b[1]);
   }
 
+  // Changes made in one workflow task share its time: among those, the one with more transitions is
+  // the later (a "running" read late must not undo the "confirmed" recorded in the same task).
   function notOlder(next, current) {
-    return !later(stamp(current.updated_at), stamp(next.updated_at));
+    const [a, b] = [stamp(current.updated_at), stamp(next.updated_at)];
+    if (later(a, b)) return false;
+    if (later(b, a)) return true;
+    return (next.history || []).length >= (current.history || []).length;
   }
 
   // -- icons: inline SVG shapes, so a state never rests on colour alone -------------------------
