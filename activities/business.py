@@ -1,24 +1,21 @@
 """The three business activities: dispatch, lookup, compensate.
 
-Each makes exactly one HTTP request and returns what the answer means (settled.outcomes); none
-raises for a business answer, so Temporal never retries a write on its own. The operation key goes
-in the idempotency header, in `operation_field`, and in `{operation_id}` of URL templates.
+Each makes exactly one request (an HTTP request shaped by settled.business.shapes, or one call of a
+code kind's handler) and returns what the answer means (settled.business.answers); none raises for a
+business answer, so Temporal never retries a write on its own. Secrets are read here, as each request
+is built, and scrubbed from whatever text the answer brings back.
 """
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import httpx
 from settled.activities.inputs import COMPENSATE, DISPATCH, LOOKUP, BusinessCall
 from temporalio import activity
 
-from settled.kinds import HttpCall
-from settled.outcomes import (
-    CompensationOutcome,
-    DispatchOutcome,
-    LookupOutcome,
+from settled.business import code
+from settled.business.answers import (
     Transport,
     classify_compensation,
     classify_compensation_transport,
@@ -27,9 +24,13 @@ from settled.outcomes import (
     classify_lookup,
     classify_lookup_transport,
 )
-from settled.templates import render
+from settled.business.secrets import read_secret, scrub
+from settled.business.shapes import Outgoing, Role, Values, build
+from settled.handlers import Request
+from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 
 T = TypeVar("T")
+Outcome = TypeVar("Outcome", DispatchOutcome, LookupOutcome, CompensationOutcome)
 HEARTBEAT_EVERY_S = 0.5
 
 
@@ -45,15 +46,6 @@ def _transport_failure(error: httpx.TransportError) -> Transport:
 
 def _describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"[:200] if str(error) else type(error).__name__
-
-
-def _url(call: BusinessCall, template: str) -> str:
-    values: dict[str, Any] = {
-        "operation_id": call.operation_key,
-        "business_ref": call.business_ref,
-        "params": call.params,
-    }
-    return render(template, values, escape=lambda text: quote(text, safe=""))
 
 
 def _json(response: httpx.Response) -> Any:
@@ -81,53 +73,116 @@ def _count(name: str, description: str, call: BusinessCall, result: str) -> None
     )
 
 
-class BusinessActivities:
-    def __init__(self, http: httpx.AsyncClient) -> None:
-        self._http = http
+def _values(call: BusinessCall) -> Values:
+    return Values(operation_id=call.operation_key, params=call.params, business_ref=call.business_ref)
 
-    async def _send(self, call: BusinessCall, spec: HttpCall, **kwargs: Any) -> httpx.Response:
-        return await _heartbeating(
-            self._http.request(spec.method, _url(call, spec.url), timeout=call.kind.timeout_s, **kwargs)
+
+class BusinessActivities:
+    """`handlers`: the imported handler of each code kind this process sends for (settled.business.code)."""
+
+    def __init__(self, http: httpx.AsyncClient, handlers: Mapping[str, Any] | None = None) -> None:
+        self._http = http
+        self._handlers = dict(handlers or {})
+
+    def _handler(self, call: BusinessCall) -> Any | None:
+        if call.kind.handler is None:
+            return None
+        handler = self._handlers.get(call.kind.name)
+        if handler is None:  # a kind added since start-up: imported once, here
+            handler = self._handlers[call.kind.name] = code.import_handler(call.kind)
+        return handler
+
+    def _request(self, call: BusinessCall) -> Request:
+        return Request(
+            operation_id=call.operation_id or call.operation_key,
+            operation_key=call.operation_key,
+            kind=call.kind.name,
+            params=call.params,
+            business_ref=call.business_ref,
+            attempt=call.attempt,
+            timeout_s=call.kind.timeout_s,
         )
+
+    async def _http_call(
+        self,
+        call: BusinessCall,
+        role: Role,
+        answer: Callable[[httpx.Response], Outcome],
+        lost: Callable[[httpx.TransportError], Outcome],
+    ) -> Outcome:
+        outgoing: Outgoing = build(call.kind, role, _values(call), read_secret)
+        try:
+            response = await _heartbeating(
+                self._http.request(
+                    outgoing.method,
+                    outgoing.url,
+                    headers=outgoing.headers,
+                    content=outgoing.content,
+                    timeout=call.kind.timeout_s,
+                )
+            )
+            outcome = answer(response)
+        except httpx.TransportError as error:
+            outcome = lost(error)
+        if outgoing.secrets:
+            outcome = outcome.model_copy(update={"detail": scrub(outcome.detail, outgoing.secrets)})
+        return outcome
 
     @activity.defn(name=DISPATCH)
     async def dispatch(self, call: BusinessCall) -> DispatchOutcome:
         kind = call.kind
-        body = dict(call.params)
-        if kind.operation_field:
-            body[kind.operation_field] = call.operation_key
-        headers = {kind.idempotency_header: call.operation_key} if kind.idempotency_header else {}
-        try:
-            response = await self._send(call, kind.dispatch, json=body, headers=headers)
-            outcome = classify_dispatch(response.status_code, _json(response), kind.reference_field)
-        except httpx.TransportError as error:
-            outcome = classify_dispatch_transport(_transport_failure(error), _describe(error))
+        handler = self._handler(call)
+        if handler is not None:
+            outcome = await _heartbeating(code.dispatch(handler, self._request(call)))
+        else:
+            assert kind.dispatch is not None
+            spec = kind.dispatch
+            outcome = await self._http_call(
+                call,
+                "dispatch",
+                lambda response: classify_dispatch(
+                    kind, spec, response.status_code, _json(response), _values(call)
+                ),
+                lambda error: classify_dispatch_transport(_transport_failure(error), _describe(error)),
+            )
         _count("settled_dispatches", "write requests sent to business systems", call, outcome.result)
         return outcome
 
     @activity.defn(name=LOOKUP)
     async def lookup(self, call: BusinessCall) -> LookupOutcome:
-        spec = call.kind.lookup
-        assert spec is not None, "lookup scheduled for a kind without one"
-        try:
-            response = await self._send(call, spec)
-            outcome = classify_lookup(
-                response.status_code, _json(response), call.kind.reference_field, spec.authoritative
+        kind = call.kind
+        handler = self._handler(call)
+        if handler is not None:
+            request = self._request(call)
+            outcome = await _heartbeating(code.lookup(handler, request, kind.authoritative_lookup))
+        else:
+            spec = kind.lookup
+            assert spec is not None, "lookup scheduled for a kind without one"
+            outcome = await self._http_call(
+                call,
+                "lookup",
+                lambda response: classify_lookup(
+                    kind, spec, response.status_code, _json(response), _values(call)
+                ),
+                lambda error: classify_lookup_transport(_describe(error)),
             )
-        except httpx.TransportError as error:
-            outcome = classify_lookup_transport(_describe(error))
         _count("settled_reconciliation_lookups", "lookups sent to business systems", call, outcome.result)
         return outcome
 
     @activity.defn(name=COMPENSATE)
     async def compensate(self, call: BusinessCall) -> CompensationOutcome:
-        spec = call.kind.compensate
-        assert spec is not None, "compensation scheduled for a kind without one"
-        try:
-            response = await self._send(call, spec, json={})
-            outcome = classify_compensation(response.status_code, _json(response))
-        except httpx.TransportError as error:
-            outcome = classify_compensation_transport(_describe(error))
+        handler = self._handler(call)
+        if handler is not None:
+            outcome = await _heartbeating(code.compensate(handler, self._request(call)))
+        else:
+            spec = call.kind.compensate
+            assert spec is not None, "compensation scheduled for a kind without one"
+            outcome = await self._http_call(
+                call,
+                "compensate",
+                lambda response: classify_compensation(spec, response.status_code, _json(response)),
+                lambda error: classify_compensation_transport(_describe(error)),
+            )
         _count("settled_compensations", "reversals sent to business systems", call, outcome.result)
         return outcome
 

@@ -12,6 +12,9 @@ class BusinessCall(BaseModel):
     operation_key: str
     params: dict[str, Any]
     business_ref: str | None = None
+    # For a code kind's `Request`; runs recorded before code kinds existed carry neither.
+    operation_id: str | None = None
+    attempt: int = 0
 
 
 DISPATCH = "dispatch"

@@ -15,6 +15,7 @@ from settled.api.ratelimit import RateLimited
 from settled.api.routes import actions, codec, conversations, health
 from settled.api.routes.kinds import router as kinds_router
 
+from settled.business.startup import prepare
 from settled.codec import EncryptionCodec
 from settled.config import Settings
 from settled.kinds import Kinds, load_kinds
@@ -29,6 +30,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     kinds = kinds or load_kinds(settings.config_path, settings.sandbox_url)
+    # The API offers every kind (code kinds' traits need their handlers); its own worker sends requests.
+    kinds, handlers = prepare(kinds, sends=settings.api_worker)
     app = FastAPI(
         title="settled",
         version="0.1.0",
@@ -38,7 +41,7 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.state.settings = settings
     app.state.metrics = ApiMetrics()
     app.state.worker_counters = HostedWorkerCounters(app.state.metrics.registry)
-    app.state.gateways = GatewayHolder(settings, kinds, app.state.worker_counters)
+    app.state.gateways = GatewayHolder(settings, kinds, app.state.worker_counters, handlers)
     errors.install(app)
     app.include_router(health.router)
     app.include_router(actions.router)

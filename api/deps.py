@@ -3,7 +3,7 @@ and the tenant of the caller (an API key, or a page link token: api.page.access)
 
 import asyncio
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 import httpx
 from fastapi import Depends, Request
@@ -24,9 +24,12 @@ log = logging.getLogger("settled.api")
 class GatewayHolder:
     """The app's one gateway, and the worker the API hosts on the gateway's client (eager starts)."""
 
-    def __init__(self, settings: Settings, kinds: Kinds, counters: HostedWorkerCounters) -> None:
+    def __init__(
+        self, settings: Settings, kinds: Kinds, counters: HostedWorkerCounters, handlers: dict[str, Any]
+    ) -> None:
         self.settings = settings
         self.kinds = kinds
+        self.handlers = handlers
         self.counters = counters
         self._gateway: Gateway | None = None
         self._lock = asyncio.Lock()
@@ -52,7 +55,9 @@ class GatewayHolder:
         # Eager start needs a worker on the very client that starts the workflow.
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
         self._http = httpx.AsyncClient(limits=limits)
-        self._worker = build_worker(client, self._http, self.settings.worker_cached_workflows)
+        self._worker = build_worker(
+            client, self._http, self.handlers, cached_workflows=self.settings.worker_cached_workflows
+        )
         self._worker_run = asyncio.create_task(self._worker.run())
         self._worker_run.add_done_callback(_report_worker_end)
         self._draining = asyncio.create_task(self._drain_counters())

@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _main(argv: list[str] | None = None) -> None:
+    from settled.business.code import HandlerError
+    from settled.business.secrets import SecretError
     from settled.kinds import KindsFileError
 
     line = sys.argv[1:] if argv is None else argv
@@ -168,7 +170,7 @@ def _main(argv: list[str] | None = None) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    except (SettingsError, KindsFileError) as error:
+    except (SettingsError, KindsFileError, HandlerError, SecretError) as error:
         print(f"settled: {error}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
+import jmespath
 import jsonschema
 from pydantic import (
     BaseModel,
@@ -29,7 +30,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from settled.states import State
-from settled.templates import placeholders
+from settled.templates import placeholders, substitute
 from settled.urls import http_url_problem
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -38,6 +39,7 @@ _SAY_FIELDS = {"business_ref", "reason", "description", "operation_id"}
 _KIND_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # An HTTP field name (RFC 9110 token): anything else fails at dispatch time, not at start-up.
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_KEYED_MESSAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\[\]-]*: ")
 _DOT_PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
 # Durations beyond this overflow timers in the workflow; nobody means more than ten years.
 _MAX_DURATION_S = 10 * 365 * 86400.0
@@ -52,9 +54,27 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+Body = Literal["json", "form", "text", "none"]
+DispatchAnswer = Literal["applied", "rejected", "unknown"]
+LookupAnswer = Literal["applied", "not_applied", "unknown"]
+# Where a template may stand, and which placeholders it may use there (docs/reference.md).
+_REQUEST_VALUES = {"operation_id"}
+_COMPENSATE_VALUES = {"operation_id", "business_ref"}
+_SECRET = re.compile(r"^secret\.[A-Za-z_][A-Za-z0-9_]*$")
+
+
 class HttpCall(_Strict):
+    """One HTTP request of a kind: where it goes, what it carries, and what its statuses mean."""
+
     method: HttpMethod = "POST"
     url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    # None: the request's own default (dispatch json, lookup none, compensate json `{}`).
+    body: Body | None = None
+    fields: dict[str, Any] | None = None
+    template: str | None = None
+    content_type: str | None = None
+    statuses: dict[int, str] = Field(default_factory=dict)
 
     @field_validator("url")
     @classmethod
@@ -64,10 +84,54 @@ class HttpCall(_Strict):
             raise ValueError(problem)
         return url
 
+    @field_validator("headers")
+    @classmethod
+    def _header_names(cls, headers: dict[str, str]) -> dict[str, str]:
+        return _checked_headers(headers)
+
+    @field_validator("statuses")
+    @classmethod
+    def _status_codes(cls, statuses: dict[int, str]) -> dict[int, str]:
+        for code in statuses:
+            if not 100 <= code <= 599:
+                raise ValueError(f"{code} is not an HTTP status code (100-599)")
+        return statuses
+
 
 class LookupCall(HttpCall):
     method: HttpMethod = "GET"
     authoritative: StrictBool = False
+    # JMESPath over the 200 body: what is ours in it (falsy: not found, as a 404).
+    found: str | None = None
+    # JMESPath over the found object: true once the write was reversed.
+    reversed_when: str | None = None
+
+
+class Auth(_Strict):
+    """Credentials of a kind's every request; values are templates of `{secret.NAME}`."""
+
+    type: Literal["bearer", "basic"]
+    token: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Auth":
+        wanted = {"token"} if self.type == "bearer" else {"username", "password"}
+        given = {name for name in ("token", "username", "password") if getattr(self, name) is not None}
+        if given != wanted:
+            raise ValueError(f"{self.type} auth takes {' and '.join(sorted(wanted))}, nothing else")
+        return self
+
+
+class HandlerTraits(_Strict):
+    """What a code kind's handler object declares, read when it is imported (settled.business.code)
+    and carried with the kind, so the workflow decides without importing it."""
+
+    deduplicates: bool = False
+    authoritative_lookup: bool = False
+    lookup: bool = False
+    compensate: bool = False
 
 
 @functools.lru_cache(maxsize=256)
@@ -86,10 +150,23 @@ class KindSpec(_Strict):
     description: str
     requires_authorization: StrictBool = False
     params_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
-    dispatch: HttpCall
+    # An HTTP kind has `dispatch` (and the keys that shape and read its requests); a code kind names a
+    # Python object instead (`handler = "module:attr"`, settled.handlers), never both.
+    dispatch: HttpCall | None = None
     lookup: LookupCall | None = None
     compensate: HttpCall | None = None
+    handler: str | None = None
+    handler_traits: HandlerTraits | None = None  # filled in where the handler is imported, never by the file
+    auth: Auth | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    # JMESPath over a 2xx dispatch body or a lookup's found object: final or not (accepted is not done).
+    confirmed_when: str | None = None
+    failed_when: str | None = None
     idempotency_header: str | None = None
+    # How long the service remembers an idempotency key (None: for good enough).
+    idempotency_window_s: float | None = Field(default=None, gt=0)
+    # The dispatch cannot apply twice by construction (a PUT to a URL named by the operation key).
+    idempotent: StrictBool = False
     operation_field: str | None = None
     reference_field: str = "id"
     timeout_s: float = Field(default=5.0, gt=0, le=300)
@@ -140,14 +217,33 @@ class KindSpec(_Strict):
             raise ValueError('must describe a JSON object (type = "object")')
         return schema
 
+    @field_validator("handler")
+    @classmethod
+    def _handler_name(cls, handler: str | None) -> str | None:
+        if handler is not None and not _HANDLER.fullmatch(handler):
+            raise ValueError(f"{handler!r} is not module:attribute (e.g. my_app.payments:refund)")
+        return handler
+
+    @field_validator("headers")
+    @classmethod
+    def _header_names(cls, headers: dict[str, str]) -> dict[str, str]:
+        return _checked_headers(headers)
+
     @model_validator(mode="after")
     def _consistent(self) -> "KindSpec":
         properties = set(self.params_schema.get("properties", {}))
-        self._check_url("dispatch", self.dispatch.url, {"operation_id"}, properties)
-        if self.lookup:
-            self._check_url("lookup", self.lookup.url, {"operation_id"}, properties)
-        if self.compensate:
-            self._check_url("compensate", self.compensate.url, {"operation_id", "business_ref"}, properties)
+        if self.handler is not None:
+            http_keys = [key for key in _HTTP_KEYS if getattr(self, key) not in (None, {}, False)]
+            if http_keys:
+                raise ValueError(f"handler: a code kind takes no HTTP keys ({', '.join(http_keys)})")
+        elif self.dispatch is None:
+            raise ValueError("dispatch: missing (required), or a handler for a code kind")
+        _check_templates(self, properties)
+        if (self.confirmed_when or self.failed_when) and self.lookup is None and self.handler is None:
+            raise ValueError(
+                "confirmed_when/failed_when need a lookup: an accepted, unfinished request could never "
+                "be seen to finish"
+            )
         for state, template in self.say.items():
             for name in placeholders(template):
                 if name not in _SAY_FIELDS and not _is_param(name, properties):
@@ -164,20 +260,163 @@ class KindSpec(_Strict):
                 raise ValueError(f"{name}: at most {_MAX_DURATION_S:.0f} seconds (ten years)")
         return self
 
-    @staticmethod
-    def _check_url(field: str, url: str, allowed: set[str], properties: set[str]) -> None:
-        for name in placeholders(url):
-            if name not in allowed and not _is_param(name, properties):
-                raise ValueError(f"{field}.url: unknown placeholder {{{name}}}")
+    # -- what the service guarantees (HTTP keys, or the handler's traits) ------------------------
 
     @property
     def compensable(self) -> bool:
+        if self.handler is not None:
+            return self.handler_traits is not None and self.handler_traits.compensate
         return self.compensate is not None
 
     @property
+    def has_lookup(self) -> bool:
+        if self.handler is not None:
+            return self.handler_traits is not None and self.handler_traits.lookup
+        return self.lookup is not None
+
+    @property
+    def authoritative_lookup(self) -> bool:
+        if self.handler is not None:
+            return (
+                self.has_lookup
+                and self.handler_traits is not None
+                and self.handler_traits.authoritative_lookup
+            )
+        return self.lookup is not None and self.lookup.authoritative
+
+    @property
     def deduplicates(self) -> bool:
-        """The service deduplicates on the idempotency header, so a re-send is safe."""
-        return self.idempotency_header is not None
+        """A re-sent dispatch cannot apply twice: the service deduplicates on the operation key (within
+        `idempotency_window_s` of the first send, which the state machine checks), or the dispatch is
+        idempotent by construction."""
+        if self.handler is not None:
+            return self.handler_traits is not None and self.handler_traits.deduplicates
+        return self.idempotency_header is not None or self.idempotent
+
+    @property
+    def compensation_deduplicates(self) -> bool:
+        """A re-sent compensation cannot apply twice: it carries its own idempotency key, the handler
+        deduplicates, or it is a DELETE or PUT of the record itself (a reversal is a write too)."""
+        if self.handler is not None:
+            return self.compensable and self.handler_traits is not None and self.handler_traits.deduplicates
+        return self.compensate is not None and (
+            self.idempotency_header is not None or self.compensate.method in ("DELETE", "PUT")
+        )
+
+    @property
+    def answers_unfinished(self) -> bool:
+        """The kind can tell an accepted, unfinished request from a final one."""
+        return self.handler is not None or bool(self.confirmed_when or self.failed_when)
+
+    def secret_names(self) -> set[str]:
+        """The secrets this kind's requests need (`{secret.NAME}` in auth and headers)."""
+        templates = list(self.headers.values())
+        if self.auth is not None:
+            templates += [
+                value for value in (self.auth.token, self.auth.username, self.auth.password) if value
+            ]
+        for call in (self.dispatch, self.lookup, self.compensate):
+            if call is not None:
+                templates += call.headers.values()
+        return {
+            name.removeprefix("secret.")
+            for template in templates
+            for name in placeholders(template)
+            if name.startswith("secret.")
+        }
+
+
+# The keys of an HTTP kind, which a code kind must not have.
+_HTTP_KEYS = (
+    "dispatch", "lookup", "compensate", "auth", "headers", "confirmed_when", "failed_when",
+    "idempotency_header", "idempotency_window_s", "idempotent", "operation_field",
+)  # fmt: skip
+_HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _checked_headers(headers: dict[str, str]) -> dict[str, str]:
+    for name in headers:
+        if not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not an HTTP header name")
+    return headers
+
+
+def _check_templates(kind: KindSpec, properties: set[str]) -> None:
+    """Every placeholder of every request template names something that exists where it stands: the
+    operation key, params of the schema, the reference (compensate), a secret (auth and headers only)."""
+
+    def check(where: str, template: str, allowed: set[str], secrets: bool = False) -> None:
+        for name in placeholders(template):
+            if _SECRET.fullmatch(name):
+                if not secrets:
+                    raise ValueError(f"{where}: {{{name}}} may stand only in auth and header values")
+            elif name not in allowed and not _is_param(name, properties):
+                raise ValueError(f"{where}: unknown placeholder {{{name}}}")
+
+    def check_value(where: str, value: Any, allowed: set[str]) -> None:
+        if isinstance(value, str):
+            check(where, value, allowed)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                check_value(f"{where}.{key}", item, allowed)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                check_value(f"{where}[{index}]", item, allowed)
+
+    for name, value in kind.headers.items():
+        check(f"headers.{name}", value, _REQUEST_VALUES, secrets=True)
+    if kind.auth is not None:
+        for name in ("token", "username", "password"):
+            value = getattr(kind.auth, name)
+            if value is not None:
+                check(f"auth.{name}", value, set(), secrets=True)
+    for expression_key in ("confirmed_when", "failed_when"):
+        expression = getattr(kind, expression_key)
+        if expression is not None:
+            check(expression_key, expression, _REQUEST_VALUES)
+            _check_expression(expression_key, expression)
+    for call_name, call, allowed, default_body in (
+        ("dispatch", kind.dispatch, _REQUEST_VALUES, "json"),
+        ("lookup", kind.lookup, _REQUEST_VALUES, "none"),
+        ("compensate", kind.compensate, _COMPENSATE_VALUES, "json"),
+    ):
+        if call is None:
+            continue
+        check(f"{call_name}.url", call.url, allowed)
+        for name, value in call.headers.items():
+            check(f"{call_name}.headers.{name}", value, allowed, secrets=True)
+        body = call.body or default_body
+        if call.fields is not None:
+            if body not in ("json", "form"):
+                raise ValueError(f"{call_name}.fields: only a json or form body has fields (body = {body!r})")
+            check_value(f"{call_name}.fields", call.fields, allowed)
+        if body == "text":
+            if call.template is None or call.content_type is None:
+                raise ValueError(f"{call_name}: a text body needs template and content_type")
+            check(f"{call_name}.template", call.template, allowed)
+        elif call.template is not None or call.content_type is not None:
+            raise ValueError(f'{call_name}.template: only a text body (body = "text") has a template')
+        answers = {"lookup": get_args(LookupAnswer)}.get(call_name, get_args(DispatchAnswer))
+        for code, answer in call.statuses.items():
+            if answer not in answers:
+                raise ValueError(
+                    f"{call_name}.statuses.{code}: {answer!r} is not one of {', '.join(answers)}"
+                )
+        if isinstance(call, LookupCall):
+            for expression_key in ("found", "reversed_when"):
+                expression = getattr(call, expression_key)
+                if expression is not None:
+                    check(f"lookup.{expression_key}", expression, allowed)
+                    _check_expression(f"lookup.{expression_key}", expression)
+
+
+@functools.lru_cache(maxsize=256)
+def _check_expression(where: str, expression: str) -> None:
+    """A JMESPath expression compiles once its placeholders stand as JSON literals (as when sent)."""
+    try:
+        jmespath.compile(substitute(expression, lambda _: '`"x"`'))
+    except jmespath.exceptions.JMESPathError as error:
+        raise ValueError(f"{where}: not a valid JMESPath expression ({error})") from None
 
 
 def _is_param(name: str, properties: set[str]) -> bool:
@@ -221,6 +460,8 @@ def parse_kinds(text: str, source: str) -> Kinds:
             raise KindsFileError(f"{source}: kinds.{name}: must be a table")
         if "name" in table:
             raise KindsFileError(f"{source}: kinds.{name}.name: unknown key (the name is the table's)")
+        if "handler_traits" in table:
+            raise KindsFileError(f"{source}: kinds.{name}.handler_traits: unknown key")
         try:
             specs[name] = KindSpec.model_validate({**table, "name": name})
         except ValidationError as error:
@@ -239,6 +480,8 @@ def _describe(error: ErrorDetails) -> str:
     message = error["msg"].removeprefix("Value error, ")
     if field == "name":  # the table's name, not a key in it
         return f": {message}"
+    if not field and _KEYED_MESSAGE.match(message):  # a check across keys, naming the key it refuses
+        return f".{message}"
     return f"{where}: {message}"
 
 

@@ -111,6 +111,17 @@ class ActionRecord(BaseModel):
     # Set by the workflow for runs that may make quick business calls inside a workflow task (local
     # activities); off for runs recorded before that existed, so their replay is unchanged.
     calls_in_task: bool = False
+    # Set by the workflow for runs started since the rules for real services (a reversal is a write
+    # too); off for runs recorded before, so their replay is unchanged.
+    reversal_rules: bool = False
+    # The service accepted the request and has not finished it: `running`, looked up until final.
+    accepted: bool = False
+    # When the last dispatch whose answer was lost was sent: a compensation waits out its horizon.
+    lost_send_at: datetime | None = None
+    # A compensation whose answer was lost, that cannot be re-sent blindly: looked up instead.
+    compensation_check: bool = False
+    compensation_sent_at: datetime | None = None
+    first_compensation_at: datetime | None = None
     answer_awaited_until: datetime | None = None  # a caller waits for the verified outcome until then
 
     # -- creation and status -------------------------------------------------------------------
@@ -199,6 +210,7 @@ class ActionRecord(BaseModel):
         if (
             not self.settled
             and not self.needs_attention
+            and not self.accepted
             and self.first_dispatch_at is not None
             and now >= self._attention_at()
         ):
@@ -247,7 +259,12 @@ class ActionRecord(BaseModel):
 
     def next_step(self, now: datetime) -> Step:
         wakes: list[datetime] = []
-        if self.first_dispatch_at is not None and not self.settled and not self.needs_attention:
+        if (
+            self.first_dispatch_at is not None
+            and not self.settled
+            and not self.needs_attention
+            and not self.accepted
+        ):
             wakes.append(self._attention_at())
 
         if self.state is State.REQUESTED:
@@ -265,9 +282,9 @@ class ActionRecord(BaseModel):
                 and now >= self.next_check_at
                 and not self._automatic_lookups_over(now)
             )
-            if due and self.kind.lookup is not None:
+            if due and self.kind.has_lookup:
                 return Step(action="lookup")
-            if due and self.kind.deduplicates and not self.cancel_requested:
+            if due and self.resend_safe(now) and not self.cancel_requested:
                 return Step(action="dispatch")
             if due:
                 # Nothing here can verify it: no lookup, and a re-send is not safe. Wait for a person.
@@ -278,10 +295,21 @@ class ActionRecord(BaseModel):
             return self._wait(wakes)
 
         if self.state is State.RUNNING:
-            raise AssertionError("next_step while a dispatch is in flight")
+            assert self.accepted, "next_step while a dispatch is in flight"
+            # Accepted, not finished: looked up with backoff until the service gives a final answer.
+            if self._lookup_due(now):
+                return Step(action="lookup")
+            if self.next_check_at is not None and not self._automatic_lookups_over(now):
+                wakes.append(self.next_check_at)
+            return self._wait(wakes)
 
         # Settled.
-        if self.state is State.CONFIRMED and self.compensation_pending:
+        if self.state is State.CONFIRMED and self.compensation_pending and self.compensation_check:
+            if self._lookup_due(now):
+                return Step(action="lookup")
+            if self.next_check_at is not None:
+                wakes.append(self.next_check_at)
+        elif self.state is State.CONFIRMED and self.compensation_pending:
             if self.next_compensation_at is None or now >= self.next_compensation_at:
                 return Step(action="compensate")
             wakes.append(self.next_compensation_at)
@@ -293,6 +321,50 @@ class ActionRecord(BaseModel):
         if redact_at is not None and not self.params_redacted:
             wakes.append(redact_at)
         return self._wait(wakes)
+
+    def _lookup_due(self, now: datetime) -> bool:
+        return self.kind.has_lookup and (
+            self.lookup_requested
+            or (
+                self.next_check_at is not None
+                and now >= self.next_check_at
+                and not self._automatic_lookups_over(now)
+            )
+        )
+
+    def resend_safe(self, now: datetime) -> bool:
+        """A re-sent dispatch cannot apply twice: the kind deduplicates and, where the service forgets
+        keys (`idempotency_window_s`), the re-send reaches it well inside the window of the first send."""
+        kind = self.kind
+        if not kind.deduplicates:
+            return False
+        if kind.idempotent or kind.handler is not None or kind.idempotency_window_s is None:
+            return True
+        return self._inside_window(self.first_dispatch_at, now)
+
+    def _inside_window(self, first: datetime | None, now: datetime) -> bool:
+        window = self.kind.idempotency_window_s
+        if window is None or first is None:
+            return True
+        return now + timedelta(seconds=self.kind.timeout_s) < first + timedelta(seconds=window)
+
+    def _compensation_resend_safe(self, now: datetime) -> bool:
+        kind = self.kind
+        if not kind.compensation_deduplicates:
+            return False
+        keyed = (
+            kind.handler is None
+            and kind.compensate is not None
+            and kind.compensate.method not in ("DELETE", "PUT")
+        )
+        return not keyed or self._inside_window(self.first_compensation_at, now)
+
+    def _compensation_from(self, now: datetime) -> datetime:
+        """When a compensation may be sent: once every dispatch whose answer was lost (one that may
+        still land) is past the commit horizon, so a late write cannot land after its own reversal."""
+        if not self.reversal_rules or self.lost_send_at is None:
+            return now
+        return max(now, self.lost_send_at + timedelta(seconds=self.kind.commit_horizon_s))
 
     @staticmethod
     def _wait(wakes: list[datetime]) -> Step:
@@ -310,8 +382,8 @@ class ActionRecord(BaseModel):
         """A write may be sent inside a workflow task, where nothing durable says it was sent until its
         answer is recorded: only to a service that deduplicates (a retried task's repeat is harmless)
         and that can say authoritatively whether a write was applied (so a cancel can be resolved)."""
-        lookup = self.kind.lookup
-        return self.calls_in_task and self.kind.deduplicates and lookup is not None and lookup.authoritative
+        kind = self.kind
+        return self.calls_in_task and kind.deduplicates and kind.authoritative_lookup
 
     def in_task(self, action: str, now: datetime) -> bool:
         """Whether the call runs inside the workflow task (a local activity): one task instead of three,
@@ -354,6 +426,8 @@ class ActionRecord(BaseModel):
                 self.business_ref = outcome.business_ref
                 self.reason = None
                 self._confirmed(now, outcome.detail)
+            case "pending":
+                self._accepted(outcome.business_ref, now, outcome.detail)
             case "rejected":
                 self.reason = outcome.detail
                 self._move(State.FAILED, now, outcome.detail)
@@ -378,6 +452,7 @@ class ActionRecord(BaseModel):
                     )
             case "unknown":
                 self.possibly_applied = True
+                self.lost_send_at = now
                 self.reason = outcome.detail
                 self.next_check_at = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
                 self._retry_ended(State.UNKNOWN, now, outcome.detail)
@@ -399,12 +474,25 @@ class ActionRecord(BaseModel):
         self.state = state
         self._note(now, "retry", note)
 
+    def _accepted(self, business_ref: str | None, now: datetime, detail: str) -> None:
+        """The service accepted it and is finishing it: `running` until a lookup finds it final."""
+        self.accepted = True
+        self.possibly_applied = True
+        self.business_ref = business_ref or self.business_ref
+        self.reason = None
+        self.next_check_at = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
+        if self.state is not State.RUNNING or self.history[-1].note != detail:
+            self._move(State.RUNNING, now, detail)
+        else:
+            self._touch(now)
+
     def _confirmed(self, now: datetime, detail: str) -> None:
+        self.accepted = False
         self._move(State.CONFIRMED, now, detail)
         if self.cancel_requested:
             if self.kind.compensable:
                 self.compensation_pending = True
-                self.next_compensation_at = now
+                self.next_compensation_at = self._compensation_from(now)
             else:
                 self._note(now, "cancel_too_late", "it was applied before the cancel and cannot be reversed")
 
@@ -428,6 +516,9 @@ class ActionRecord(BaseModel):
         asked inside the commit horizon is inconclusive, looked up again once the horizon has passed.
         `horizon=False` only replays runs recorded before the commit horizon existed."""
         asked_at = now if asked_at is None else asked_at
+        if self.compensation_check:
+            self._reversal_checked(outcome, now, asked_at)
+            return
         if horizon and self.too_soon_to_tell(outcome, asked_at):
             recheck_at = self.commit_horizon()
             assert recheck_at is not None
@@ -454,33 +545,89 @@ class ActionRecord(BaseModel):
                 self.business_ref = outcome.business_ref or self.business_ref
                 self.reason = None
                 self._confirmed(now, outcome.detail)
+            case "pending":
+                self._accepted(outcome.business_ref, now, "the service accepted it and is finishing it")
+            case "rejected":
+                self.accepted = False
+                self.possibly_applied = False
+                self.reason = outcome.detail
+                self._move(State.FAILED, now, outcome.detail)
             case "not_applied":
                 self.possibly_applied = False
+                if self.accepted:  # accepted once, now authoritatively gone: as any write not applied
+                    self.accepted = False
+                    self._move(State.UNKNOWN, now, outcome.detail)
                 if self.cancel_requested:
                     self._move(State.CANCELLED, now, f"{outcome.detail}; cancelled")
                 else:
                     self.resend_allowed = True
+            case "inconclusive" if self.accepted:
+                self.next_check_at = recheck_at or now + self._backoff(
+                    self.checks, self.kind.reconcile_max_interval_s
+                )
             case "inconclusive":
                 self.reason = outcome.detail
-                if self.kind.deduplicates and not self.cancel_requested:
+                if self.resend_safe(now) and not self.cancel_requested:
                     self.resend_allowed = True
                 self.next_check_at = recheck_at or now + self._backoff(
                     self.checks, self.kind.reconcile_max_interval_s
                 )
 
+    def _reversal_checked(self, outcome: LookupOutcome, now: datetime, asked_at: datetime) -> None:
+        """A lookup after a compensation whose answer was lost: gone or reversed means it was reversed;
+        still standing past the horizon of the compensation means it may be sent again."""
+        self.lookups += 1
+        self.last_lookup_at = now
+        self.lookup_requested = False
+        self._note(now, "lookup", outcome.detail)
+        if outcome.result == "not_applied" or outcome.reversed:
+            self.compensation_check = False
+            self._compensated(now, "the lookup finds it reversed")
+            return
+        assert self.compensation_sent_at is not None
+        horizon = self.compensation_sent_at + timedelta(seconds=self.kind.commit_horizon_s)
+        if outcome.result != "inconclusive" and asked_at >= horizon:
+            self.compensation_check = False
+            self.next_compensation_at = now
+            self._note(
+                now, "compensation", "still standing past the horizon of the reversal: sending it again"
+            )
+        elif outcome.result != "inconclusive":
+            self.next_check_at = horizon
+        else:
+            self.next_check_at = now + self._backoff(
+                self.compensation_attempts, self.kind.reconcile_max_interval_s
+            )
+
+    def _compensated(self, now: datetime, detail: str) -> None:
+        self.compensation_pending = False
+        self.compensated = True
+        self.reason = None
+        self._move(State.CANCELLED, now, detail)
+
     def on_compensation(self, outcome: CompensationOutcome, now: datetime) -> None:
         self.compensation_attempts += 1
+        self.first_compensation_at = self.first_compensation_at or now
         self._note(now, "compensation", outcome.detail)
         match outcome.result:
             case "compensated":
-                self.compensation_pending = False
-                self.compensated = True
-                self.reason = None
-                self._move(State.CANCELLED, now, outcome.detail)
+                self._compensated(now, outcome.detail)
             case "rejected":
                 self.compensation_pending = False
                 self.reason = outcome.detail
                 self._touch(now)
+            case "unknown" if self.reversal_rules and not self._compensation_resend_safe(now):
+                # A reversal is a write too: never re-sent blindly. Look the operation up instead.
+                self.compensation_check = True
+                self.compensation_sent_at = now
+                if self.kind.has_lookup:
+                    self.next_check_at = now + self._backoff(0, self.kind.reconcile_max_interval_s)
+                else:
+                    self.next_check_at = None
+                    self.needs_attention = True
+                    self._note(
+                        now, "needs_attention", "the reversal's answer was lost and nothing can verify it"
+                    )
             case "unknown":
                 self.next_compensation_at = now + self._backoff(
                     self.compensation_attempts, self.kind.reconcile_max_interval_s
@@ -561,13 +708,13 @@ class ActionRecord(BaseModel):
             self._move(State.UNKNOWN, now, "cancel requested while the request may be on its way; checking")
         elif self.state is State.REQUESTED:
             self._move(State.CANCELLED, now, "cancelled before anything was applied")
-        elif self.state is State.UNKNOWN:
+        elif self.state is State.UNKNOWN or (self.state is State.RUNNING and self.accepted):
             self.resend_allowed = False
             self.lookup_requested = True
         elif self.state is State.CONFIRMED:
             self.reason = None
             self.compensation_pending = True
-            self.next_compensation_at = now
+            self.next_compensation_at = self._compensation_from(now)
 
     def check_reconcile(self, now: datetime) -> None:
         if self.state not in (State.RUNNING, State.UNKNOWN):

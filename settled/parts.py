@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 
+from settled.business.startup import prepare
 from settled.config import Settings
 from settled.kinds import load_kinds
 from settled.logs import configure as configure_logs
@@ -31,7 +32,8 @@ def dev(args: argparse.Namespace) -> None:
     stack = Stack(args.data_dir, ports, config=config, sandbox=not args.no_sandbox)
     if not args.no_sandbox:
         stack.extra_env["SETTLED_SANDBOX_URL"] = stack.sandbox_url
-    load_kinds(config, stack.sandbox_url)  # a bad kinds file fails here, before anything starts
+    # A bad kinds file, a handler that does not import or a missing secret fails here, before anything starts.
+    prepare(load_kinds(config, stack.sandbox_url), sends=True)
     stop = _stop_event()
     try:
         stack.start()
@@ -79,9 +81,10 @@ def worker(_: argparse.Namespace) -> None:
 
     settings = Settings.from_env()
     # The worker runs each action on the kinds copied into it, but a deployment whose kinds file is
-    # missing or broken is broken: it fails here, at start-up, as the API does, not at the first request.
-    load_kinds(settings.kinds_file("worker"), settings.sandbox_url)
-    main()
+    # missing or broken is broken: it fails here, at start-up, as the API does, not at the first request;
+    # so does one whose handlers do not import or whose secrets are not set.
+    _, handlers = prepare(load_kinds(settings.kinds_file("worker"), settings.sandbox_url), sends=True)
+    main(settings, handlers)
 
 
 def api(args: argparse.Namespace) -> None:

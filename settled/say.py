@@ -29,6 +29,7 @@ class Sayable(Protocol):
     cancel_requested: bool
     compensated: bool
     compensation_pending: bool
+    accepted: bool
 
 
 def _capitalized(text: str) -> str:
@@ -45,6 +46,13 @@ def default_sentence(record: Sayable) -> str:
             return f"Nothing has been sent yet: I need your go-ahead to {what}."
         case State.REQUESTED:
             return f"Nothing has been sent yet; the request to {what} is queued and will be sent shortly."
+        case State.RUNNING if record.accepted and record.cancel_requested:
+            return (
+                f"The service accepted the request to {what} and is still finishing it; "
+                f"I'm checking it before I can cancel it.{ref}"
+            )
+        case State.RUNNING if record.accepted:
+            return f"The service accepted the request to {what} and is finishing it; it isn't done yet.{ref}"
         case State.RUNNING if record.cancel_requested:
             return (
                 f"The request to {what} is being sent; it may already have gone through, "

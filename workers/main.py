@@ -4,6 +4,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import Any
 
 import httpx
 from settled.workflows.hosting import build_worker
@@ -27,11 +28,11 @@ def _runtime(settings: Settings) -> Runtime | None:
     )
 
 
-async def run(settings: Settings) -> None:
+async def run(settings: Settings, handlers: dict[str, Any]) -> None:
     client = await connect(settings, _runtime(settings))
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     async with httpx.AsyncClient(limits=limits) as http:
-        worker = build_worker(client, http, settings.worker_cached_workflows)
+        worker = build_worker(client, http, handlers, cached_workflows=settings.worker_cached_workflows)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -42,13 +43,9 @@ async def run(settings: Settings) -> None:
             await stop.wait()
 
 
-def main() -> None:
+def main(settings: Settings, handlers: dict[str, Any]) -> None:
     # The workflow sandbox imports the workflow modules anew for every workflow it starts: from
     # bytecode, not from source, even where PYTHONDONTWRITEBYTECODE is set (docs/performance.md).
     sys.dont_write_bytecode = False
     configure_logs("worker")
-    asyncio.run(run(Settings.from_env()))
-
-
-if __name__ == "__main__":
-    main()
+    asyncio.run(run(settings, handlers))

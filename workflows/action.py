@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from settled.workflows.messages import (
         PATCHED_REVISION,
         QUIET_REVISION,
+        REVERSAL_REVISION,
         STATUS_MEMO,
         VERSION_MEMO,
         ActionChanged,
@@ -87,6 +88,8 @@ class ActionWorkflow:
         self._signals_conversation = start.revision < QUIET_REVISION
         self._record = start.carried or ActionRecord.create(start.new, workflow.now())
         self._record.calls_in_task = self._patched(IN_TASK_CALLS)
+        if start.carried is None:
+            self._record.reversal_rules = start.revision >= REVERSAL_REVISION
         if start.creating_wait_s is not None and start.carried is None:
             # Started by the creating call itself (eagerly, without an update): register it here.
             self._record.apply_register()
@@ -178,6 +181,8 @@ class ActionWorkflow:
             operation_key=record.operation_key,
             params=record.params,
             business_ref=record.business_ref,
+            operation_id=record.operation_id,
+            attempt=record.attempts,
         )
 
     async def _business(

@@ -7,6 +7,7 @@ eagerly too. The two are the same worker: any of them may run any task.
 """
 
 from datetime import timedelta
+from typing import Any
 
 import httpx
 from settled.activities.business import BusinessActivities
@@ -28,6 +29,7 @@ PASSED_THROUGH = (
     "pydantic",
     "pydantic_core",
     "jsonschema",
+    "jmespath",
 )
 
 
@@ -46,13 +48,18 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
 
 
 def build_worker(
-    client: Client, http: httpx.AsyncClient, cached_workflows: int = 500, sandboxed: bool = False
+    client: Client,
+    http: httpx.AsyncClient,
+    handlers: dict[str, Any] | None = None,
+    cached_workflows: int = 500,
+    sandboxed: bool = False,
 ) -> Worker:
+    """`handlers`: the imported handler of each code kind (settled.business.startup.prepare)."""
     return Worker(
         client,
         task_queue=TASK_QUEUE,
         workflows=WORKFLOWS,
-        activities=BusinessActivities(http).all(),
+        activities=BusinessActivities(http, handlers).all(),
         workflow_runner=workflow_runner(sandboxed),
         max_concurrent_activities=200,
         max_cached_workflows=cached_workflows,

@@ -146,7 +146,7 @@ def _without(line_start: str) -> str:
         (GOOD_KIND + 'operation_field = "a..b"\n', "kinds.refund.operation_field"),
         (GOOD_KIND + '[kinds.refund.say]\nconfirmd = "done"\n', "kinds.refund.say.confirmd"),
         (GOOD_KIND + '[kinds.refund.say]\nconfirmed = "{params.x}"\n', "unknown placeholder {params.x}"),
-        (GOOD_KIND.replace("/refunds", "/refunds/{order}"), "kinds.refund: dispatch.url: unknown"),
+        (GOOD_KIND.replace("/refunds", "/refunds/{order}"), "kinds.refund.dispatch.url: unknown"),
         (GOOD_KIND.replace("[kinds.refund]", '[kinds."refund now"]'), "kinds.refund now: a kind's name"),
         (GOOD_KIND.replace("[kinds.refund]", '[kinds."refund\\n"]'), "a kind's name"),
         ('[settings]\nmode = "fast"\n' + GOOD_KIND, "unknown top-level table(s) ['settings']"),

@@ -7,14 +7,7 @@ import pytest
 from settled.handoff import fully_presented
 from settled.kinds import load_kinds
 from settled.machine import ActionRecord, ControlRefused, NewAction, Step
-from settled.outcomes import (
-    CompensationOutcome,
-    DispatchOutcome,
-    LookupOutcome,
-    classify_dispatch,
-    classify_dispatch_transport,
-    classify_lookup,
-)
+from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.states import State
 
 KINDS = load_kinds(None)
@@ -259,26 +252,6 @@ def test_redaction_takes_the_presented_text_and_keeps_what_it_was_about() -> Non
     presented = action.status().presented
     assert presented is not None and presented.text == "[redacted]"
     assert presented.for_state is State.CONFIRMED and fully_presented(action.status())
-
-
-@pytest.mark.parametrize(
-    ("code", "result"),
-    [(200, "confirmed"), (201, "confirmed"), (400, "rejected"), (404, "rejected"), (422, "rejected"),
-     (408, "unknown"), (409, "unknown"), (425, "unknown"), (429, "unknown"), (500, "unknown"),
-     (503, "unknown"), (302, "unknown"), (101, "unknown")],
-)  # fmt: skip
-def test_dispatch_answers_are_classified_as_the_contract_says(code: int, result: str) -> None:
-    assert classify_dispatch(code, {"id": "x"}, "id").result == result
-
-
-def test_transport_failures_and_lookups_are_classified_as_the_contract_says() -> None:
-    assert classify_dispatch_transport("not_connected", "refused").result == "not_sent"
-    assert classify_dispatch_transport("broken", "reset").result == "unknown"
-    assert classify_dispatch_transport("timeout", "read").result == "unknown"
-    assert classify_lookup(200, {"booking": {"id": "b-9"}}, "booking.id", True).business_ref == "b-9"
-    assert classify_lookup(404, None, "id", True).result == "not_applied"
-    assert classify_lookup(404, None, "id", False).result == "inconclusive"
-    assert classify_lookup(503, None, "id", True).result == "inconclusive"
 
 
 # -- business calls inside the workflow task (local activities) -----------------------------------

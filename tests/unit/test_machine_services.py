@@ -1,0 +1,194 @@
+"""The state machine's rules for real services: accepted is not done, a reversal is a write too, the
+idempotency window, and code kinds' traits. No Temporal, no HTTP."""
+
+from settled.kinds import HandlerTraits
+from settled.machine import ActionRecord
+from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+from settled.states import State
+from tests.unit.test_machine import CONFIRMED, LOST, at, record
+
+PENDING = DispatchOutcome(result="pending", status_code=202, business_ref="t-1", detail="accepted")
+STILL_PENDING = LookupOutcome(result="pending", status_code=200, business_ref="t-1", detail="pending")
+SUCCEEDED = LookupOutcome(result="applied", status_code=200, business_ref="t-1", detail="succeeded")
+ENDED = LookupOutcome(result="rejected", status_code=200, detail="the service ended it (insufficient funds)")
+GONE = LookupOutcome(result="not_applied", status_code=404, detail="404")
+STANDING = LookupOutcome(result="applied", status_code=200, business_ref="b-1", detail="found")
+REVERSAL_LOST = CompensationOutcome(result="unknown", detail="no answer")
+REVERSED = CompensationOutcome(result="compensated", status_code=200, detail="reversed")
+
+
+def rules(action: ActionRecord) -> ActionRecord:
+    action.reversal_rules = True
+    return action
+
+
+def test_an_accepted_request_stays_running_and_is_looked_up_until_final() -> None:
+    action = record("refund", authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(PENDING, at(1))
+    status = action.status()
+    assert (status.state, status.dispatched, status.business_ref, status.claim) == (
+        State.RUNNING, True, "t-1", "in_progress"
+    )  # fmt: skip
+    assert "accepted" in status.say and "isn't done" in status.say
+    step = action.next_step(at(1))
+    assert step.action == "wait" and step.until is not None
+    assert action.next_step(step.until).action == "lookup"
+    action.on_lookup(STILL_PENDING, step.until)
+    assert action.state is State.RUNNING
+    later = action.next_step(step.until)
+    assert later.until is not None and later.until > step.until  # backoff
+    action.on_lookup(SUCCEEDED, later.until)
+    assert (action.state, action.business_ref, action.attempts) == (State.CONFIRMED, "t-1", 1)
+
+
+def test_an_accepted_request_that_the_service_ends_is_failed_with_its_reason() -> None:
+    action = record("refund", authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(PENDING, at(1))
+    action.on_lookup(ENDED, at(3))
+    assert action.state is State.FAILED and "insufficient funds" in (action.reason or "")
+
+
+def test_a_lost_answer_found_pending_is_running_not_done() -> None:
+    action = record("refund", authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(2))
+    action.on_lookup(STILL_PENDING, at(4))
+    assert action.state is State.RUNNING and action.accepted and action.business_ref == "t-1"
+
+
+def test_an_accepted_request_never_needs_attention_while_the_service_finishes_it() -> None:
+    action = record("refund", authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(PENDING, at(1))
+    action.tick(at(100_000))
+    assert not action.needs_attention
+
+
+def test_a_cancel_of_an_accepted_request_looks_it_up_first() -> None:
+    action = record(authorized=True)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(PENDING, at(1))
+    action.apply_cancel("caller", None, at(2))
+    assert action.next_step(at(2)).action == "lookup"
+    action.on_lookup(STANDING, at(3))
+    assert action.state is State.CONFIRMED and action.compensation_pending
+    assert action.next_step(at(3)).action == "compensate"
+
+
+def test_past_the_idempotency_window_a_resend_is_no_longer_safe() -> None:
+    action = record("refund", authorized=True, idempotency_window_s=3600.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(2))
+    assert action.resend_safe(at(60))
+    assert not action.resend_safe(at(3599))  # the re-send could reach it after the key is forgotten
+    inconclusive = LookupOutcome(result="inconclusive", status_code=503, detail="503")
+    action.on_lookup(inconclusive, at(4000))
+    assert not action.resend_allowed and action.next_step(at(4000)).action == "wait"
+
+
+def test_an_idempotent_dispatch_may_be_resent_like_a_keyed_one() -> None:
+    action = record("refund", authorized=True, idempotency_header=None, idempotent=True, lookup=None)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    assert action.next_step(at(100)).action == "dispatch"
+
+
+def test_a_code_kind_is_resent_only_when_its_handler_deduplicates() -> None:
+    for dedup, expected in ((True, "dispatch"), (False, "wait")):
+        traits = HandlerTraits(deduplicates=dedup)
+        action = record(
+            "refund", authorized=True, handler="app:refund", handler_traits=traits,
+            dispatch=None, lookup=None, idempotency_header=None, operation_field=None,
+        )  # fmt: skip
+        action.begin_dispatch(at(0))
+        action.on_dispatch(LOST, at(1))
+        assert action.next_step(at(100)).action == expected
+
+
+# -- a reversal is a write too ------------------------------------------------------------------
+
+
+def unkeyed_booking() -> ActionRecord:
+    """A booking whose reversal is a POST without an idempotency key: it may not be re-sent blindly."""
+    return rules(record(authorized=True, idempotency_header=None))
+
+
+def confirmed_then_cancelled(action: ActionRecord) -> ActionRecord:
+    action.begin_dispatch(at(0))
+    action.on_dispatch(CONFIRMED, at(1))
+    action.apply_cancel("caller", None, at(2))
+    assert action.next_step(at(2)).action == "compensate"
+    return action
+
+
+def test_a_lost_reversal_is_looked_up_not_resent() -> None:
+    action = confirmed_then_cancelled(unkeyed_booking())
+    action.on_compensation(REVERSAL_LOST, at(3))
+    assert action.state is State.CONFIRMED and action.compensation_pending
+    step = action.next_step(at(3))
+    assert step.action == "wait" and step.until is not None
+    assert action.next_step(step.until).action == "lookup"
+
+
+def test_a_lost_reversal_found_gone_or_reversed_is_cancelled_and_compensated() -> None:
+    for answer in (GONE, STANDING.model_copy(update={"reversed": True})):
+        action = confirmed_then_cancelled(unkeyed_booking())
+        action.on_compensation(REVERSAL_LOST, at(3))
+        action.on_lookup(answer, at(4))  # inside the horizon: a reversal seen is a reversal done
+        status = action.status()
+        assert (status.state, status.compensated, status.business_ref) == (State.CANCELLED, True, "b-1")
+
+
+def test_a_lost_reversal_still_standing_is_resent_only_past_its_horizon() -> None:
+    action = confirmed_then_cancelled(unkeyed_booking())
+    horizon = action.kind.commit_horizon_s
+    action.on_compensation(REVERSAL_LOST, at(3))
+    action.on_lookup(STANDING, at(4))  # it may still be committing the reversal
+    step = action.next_step(at(4))
+    assert step.action == "wait" and step.until == at(3 + horizon)
+    assert action.next_step(at(3 + horizon)).action == "lookup"
+    action.on_lookup(STANDING, at(3 + horizon))
+    assert action.next_step(at(3 + horizon)).action == "compensate"
+    action.on_compensation(REVERSED, at(4 + horizon))
+    assert action.state is State.CANCELLED and action.compensated
+
+
+def test_a_reversal_that_cannot_apply_twice_is_resent_as_before() -> None:
+    keyed = rules(record(authorized=True))  # the sandbox booking: its reversal carries its own key
+    deleted = rules(record(authorized=True, idempotency_header=None))
+    assert deleted.kind.compensate is not None
+    deleted.kind = deleted.kind.model_copy(
+        update={"compensate": deleted.kind.compensate.model_copy(update={"method": "DELETE"})}
+    )
+    for action in (keyed, deleted):
+        confirmed_then_cancelled(action)
+        action.on_compensation(REVERSAL_LOST, at(3))
+        step = action.next_step(at(3))
+        assert step.until is not None and action.next_step(step.until).action == "compensate"
+
+
+def test_runs_before_the_rules_replay_the_old_resend() -> None:
+    action = confirmed_then_cancelled(record(authorized=True, idempotency_header=None))
+    action.on_compensation(REVERSAL_LOST, at(3))
+    step = action.next_step(at(3))
+    assert step.until is not None and action.next_step(step.until).action == "compensate"
+
+
+def test_a_reversal_waits_until_a_lost_dispatch_is_past_its_horizon() -> None:
+    action = unkeyed_booking()
+    horizon = action.kind.commit_horizon_s
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))  # may still land until 1 + horizon
+    action.apply_cancel("caller", None, at(2))
+    action.on_lookup(STANDING, at(3))  # found applied: to be reversed, but not before the horizon
+    assert action.state is State.CONFIRMED and action.compensation_pending
+    step = action.next_step(at(3))
+    assert step.action == "wait" and step.until == at(1 + horizon)
+    assert action.next_step(at(1 + horizon)).action == "compensate"
+
+
+def test_a_reversal_of_a_write_answered_by_the_service_needs_no_wait() -> None:
+    action = confirmed_then_cancelled(unkeyed_booking())
+    assert action.next_compensation_at == at(2)
