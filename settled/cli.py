@@ -82,6 +82,11 @@ def parser() -> argparse.ArgumentParser:
     sub = root.add_subparsers(dest="command", required=True)
     _parts(sub)
     _operators(sub)
+    check = sub.add_parser(
+        "check-kinds", help="validate a kinds file offline and print the requests each kind would send"
+    )
+    check.add_argument("file", nargs="?", type=Path, help="the kinds file (default: SETTLED_CONFIG)")
+    check.add_argument("--json", action="store_true", help="JSON instead of text")
     add_drill_arguments(
         sub.add_parser("drill", help="cut a task at every dangerous moment; compare two agents")
     )
@@ -143,6 +148,38 @@ def main(argv: list[str] | None = None) -> None:
         raise
 
 
+def _check_kinds(args: argparse.Namespace) -> int:
+    """Offline: the file validated, code kinds' handlers imported, and per kind what it would send for
+    example params (secrets masked as `{secret.NAME}`, with whether each is set here)."""
+    import json
+
+    from settled.business.code import with_handlers
+    from settled.business.preview import preview
+    from settled.config import Settings
+    from settled.kinds import load_kinds
+
+    path = args.file or Settings.from_env().kinds_file("check-kinds")
+    kinds, _ = with_handlers(load_kinds(path))
+    shown = preview(kinds)
+    if args.json:
+        print(json.dumps({"file": str(path), "kinds": shown}, indent=2))
+        return 0
+    print(f"{path}: {len(shown)} kind(s), valid")
+    for kind in shown:
+        print(f"\n[{kind['kind']}]  example params: {json.dumps(kind['params'])}")
+        for name, state in kind["secrets"].items():
+            print(f"  secret {name}: {state} here")
+        if "handler" in kind:
+            print(f"  handler {kind['handler']} (imported)")
+        for role, request in kind.get("requests", {}).items():
+            print(f"  {role}: {request['method']} {request['url']}")
+            for name, value in request["headers"].items():
+                print(f"    {name}: {value}")
+            if request["body"] is not None:
+                print("    " + request["body"].replace("\n", "\n    ").rstrip())
+    return 0
+
+
 def _main(argv: list[str] | None = None) -> None:
     from settled.business.code import HandlerError
     from settled.business.secrets import SecretError
@@ -157,6 +194,8 @@ def _main(argv: list[str] | None = None) -> None:
             for warning in unknown_variables():
                 print(f"settled: warning: {warning}", file=sys.stderr, flush=True)
             _run_part(args)
+        elif args.command == "check-kinds":
+            sys.exit(_check_kinds(args))
         elif args.command == "drill":
             from settled.drill.cli import run as run_drill
 

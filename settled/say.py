@@ -97,6 +97,8 @@ def _special(record: Sayable) -> bool:
     """Situations whose truth an override written for the plain case could misstate."""
     if record.cancel_requested and record.state in (State.RUNNING, State.UNKNOWN, State.CONFIRMED):
         return True
+    if record.state is State.RUNNING and record.accepted:  # accepted is not done: never hidden
+        return True
     return record.state is State.CANCELLED and record.compensated
 
 

@@ -169,3 +169,35 @@ def test_without_a_kinds_file_both_parts_refuse_instead_of_running_the_sandbox_k
     """A production worker must never quietly send real requests to a sandbox's addresses."""
     runs = _run_parts(_env(listener))
     _assert_refused(runs, listener, "SETTLED_CONFIG is not set", "kinds file")
+
+
+SECRET_KIND = GOOD_KIND + 'auth = { type = "bearer", token = "{secret.REFUND_API_TOKEN}" }\n'
+
+
+@pytest.mark.parametrize(
+    ("secret_env", "named"),
+    [
+        ({}, "the secret REFUND_API_TOKEN is not set: set REFUND_API_TOKEN, or REFUND_API_TOKEN_FILE"),
+        ({"REFUND_API_TOKEN": ""}, "the secret REFUND_API_TOKEN is not set"),  # empty counts as not set
+        ({"REFUND_API_TOKEN_FILE": "/nonexistent/token"}, "REFUND_API_TOKEN_FILE names a file that cannot"),
+    ],
+)
+def test_a_missing_secret_stops_both_parts_naming_the_variable(
+    listener: socket.socket, tmp_path: Path, secret_env: dict[str, str], named: str
+) -> None:
+    kinds = tmp_path / "kinds.toml"
+    kinds.write_text(SECRET_KIND.replace("@URL@", "http://127.0.0.1:8100"))
+    env = {k: v for k, v in _env(listener, SETTLED_CONFIG=str(kinds)).items() if "REFUND_API" not in k}
+    runs = _run_parts({**env, **secret_env})
+    _assert_refused(runs, listener, "kind refund", named)
+
+
+def test_a_handler_that_does_not_import_stops_both_parts_naming_it(
+    listener: socket.socket, tmp_path: Path
+) -> None:
+    kinds = tmp_path / "kinds.toml"
+    kinds.write_text('[kinds.refund]\ndescription = "refund"\nhandler = "my_app.nowhere:refund"\n')
+    runs = _run_parts(_env(listener, SETTLED_CONFIG=str(kinds)))
+    _assert_refused(
+        runs, listener, "kind refund: handler 'my_app.nowhere:refund': cannot import my_app.nowhere"
+    )
