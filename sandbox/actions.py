@@ -6,6 +6,7 @@ from typing import Any
 from settled.sandbox.db import now
 from settled.sandbox.handling import Reply, error_reply
 from settled.sandbox.services import ServiceSpec
+from settled.sandbox.settling import Settlement, TransferSettings
 from settled.sandbox.store import Record, Store
 
 
@@ -22,18 +23,26 @@ class Create:
         client_reference: str | None,
         key: str | None = None,
         token: str | None = None,
+        settings: TransferSettings | None = None,
     ) -> None:
         self._store, self._spec, self._payload = store, spec, payload
         self._client_reference, self._key, self._token = client_reference, key, token
+        self._settings = settings
         self._settled = False
 
     def apply(self) -> Reply:
         assert not self._settled, "a create is applied at most once"
         self._settled = True
-        _, body = self._store.create(
-            self._spec, self._payload, self._client_reference, self._key, self._token
+        # Decided when it commits (a delayed or held create starts its pending time then).
+        settlement = (
+            Settlement.decide(self._settings, self._payload)
+            if self._spec.finishes_later and self._settings is not None
+            else None
         )
-        return Reply(201, body, "applied")
+        _, body = self._store.create(
+            self._spec, self._payload, self._client_reference, self._key, self._token, settlement
+        )
+        return Reply(self._spec.created_http, body, "applied")
 
     def abandon(self) -> None:
         # Only an unapplied keyed request holds a claim; freeing it lets the key be used again.
@@ -61,7 +70,7 @@ class Lookup:
         cutoff = now(ago_s=lag_s)
         if record is None or record.committed_at is None or record.committed_at > cutoff:
             return not_found(self._spec, self._what)
-        return Reply(200, record.view(self._spec), "found")
+        return Reply(200, record.view(self._spec, cutoff), "found")
 
     def apply(self) -> Reply:
         # Read when applied, not when the request arrived: a delayed lookup sees the state after the delay.
@@ -90,9 +99,15 @@ class Cancel:
                 return not_found(self._spec, self._id)
             message = f"{self._spec.name} cannot be reversed"
             return error_reply(409, "not_reversible", message, "not_reversible")
-        record, changed = self._store.cancel(self._spec.name, self._id)
+        record, changed = self._store.cancel(self._spec, self._id)
         if record is None:
             return not_found(self._spec, self._id)
+        status = record.status_at()
+        if not changed and status != self._spec.cancelled_status:
+            # A transfer that has finished can no longer be cancelled: a final refusal (400, as a
+            # payments API answers), not a 409 a client would read as "may still happen".
+            message = f"{self._spec.name} record {self._id} is {status}; only a pending one can be cancelled"
+            return error_reply(400, "already_finished", message, "already_finished")
         return Reply(200, record.view(self._spec), "cancelled" if changed else "already_cancelled")
 
     def abandon(self) -> None:

@@ -1,4 +1,5 @@
-"""The sandbox app: the bookings and refunds services and their control plane, on one SQLite file."""
+"""The sandbox app: the bookings, refunds and transfers services and their control plane, on one SQLite
+file."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,7 +10,7 @@ from settled.sandbox.drop import quiet_drops
 from settled.sandbox.errors import install_error_handlers
 from settled.sandbox.routes import control
 from settled.sandbox.routes.business import business_router
-from settled.sandbox.services import BOOKINGS, REFUNDS
+from settled.sandbox.services import BOOKINGS, REFUNDS, TRANSFERS
 from settled.sandbox.state import Sandbox
 
 
@@ -28,5 +29,6 @@ def create_app(db_path: str | Path) -> FastAPI:
     install_error_handlers(app)
     app.include_router(business_router(BOOKINGS))
     app.include_router(business_router(REFUNDS))
+    app.include_router(business_router(TRANSFERS))
     app.include_router(control.router)
     return app

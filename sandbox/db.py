@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS records (
     created_at TEXT NOT NULL,
     committed_at TEXT,
     cancelled_at TEXT,
+    settles_at TEXT,
+    failure_reason TEXT,
     UNIQUE (service, id)
 );
 CREATE INDEX IF NOT EXISTS records_by_key ON records (service, key);
@@ -63,7 +65,7 @@ CREATE TABLE IF NOT EXISTS requests (
 
 WIPED_TABLES = ("counters", "records", "idempotency", "requests")
 # Columns of `records` added after the first release, with their declarations.
-ADDED_COLUMNS = {"committed_at": "TEXT"}
+ADDED_COLUMNS = {"committed_at": "TEXT", "settles_at": "TEXT", "failure_reason": "TEXT"}
 
 
 def now(ago_s: float = 0.0) -> str:

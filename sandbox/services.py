@@ -1,11 +1,11 @@
-"""The two fake business services: what a create request must contain and what a record looks like."""
+"""The fake business services: what a create request must contain and what a record looks like."""
 
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-ServiceName = Literal["bookings", "refunds"]
+ServiceName = Literal["bookings", "refunds", "transfers"]
 Op = Literal["create", "lookup", "cancel"]
 
 
@@ -23,6 +23,13 @@ class RefundIn(BaseModel):
     client_reference: str | None = None
 
 
+class TransferIn(BaseModel):
+    destination: str = Field(min_length=1)
+    amount: Annotated[float, Field(gt=0, strict=True)]
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    client_reference: str | None = None
+
+
 @dataclass(frozen=True)
 class ServiceSpec:
     name: ServiceName
@@ -32,6 +39,11 @@ class ServiceSpec:
     # bookings demand an Idempotency-Key; refunds model a service that may be called without one.
     key_required: bool
     reversible: bool
+    # transfers accept first and finish later: 202 `pending`, then `succeeded` or `failed` (settling.py).
+    # A transfer can be cancelled only while it is pending.
+    finishes_later: bool = False
+    created_http: int = 201
+    cancelled_status: str = "cancelled"
 
     def fields(self, payload: dict[str, Any]) -> dict[str, Any]:
         """The business fields of a stored (already validated) payload, in the order the API shows them."""
@@ -54,4 +66,15 @@ REFUNDS = ServiceSpec(
     key_required=False,
     reversible=False,
 )
-SERVICES: dict[str, ServiceSpec] = {spec.name: spec for spec in (BOOKINGS, REFUNDS)}
+TRANSFERS = ServiceSpec(
+    name="transfers",
+    id_prefix="t",
+    model=TransferIn,
+    created_status="pending",
+    key_required=True,
+    reversible=True,
+    finishes_later=True,
+    created_http=202,
+    cancelled_status="canceled",
+)
+SERVICES: dict[str, ServiceSpec] = {spec.name: spec for spec in (BOOKINGS, REFUNDS, TRANSFERS)}

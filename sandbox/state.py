@@ -8,6 +8,7 @@ from pathlib import Path
 from settled.sandbox.db import Database
 from settled.sandbox.faults import FaultRegistry
 from settled.sandbox.requestlog import RequestLog
+from settled.sandbox.settling import TransferSettings
 from settled.sandbox.store import Store
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,6 +26,8 @@ class Sandbox:
     busy: int = 0
     # Writes in flight that lookups must not see (faults with `unseen`), by request-log seq.
     unseen: set[int] = field(default_factory=set)
+    # How transfers committed from now on finish; in memory, like the faults.
+    transfers: TransferSettings = field(default_factory=TransferSettings)
 
     @classmethod
     def open(cls, db_path: str | Path) -> "Sandbox":
@@ -41,6 +44,7 @@ class Sandbox:
     def reset(self) -> None:
         self.faults.reset()
         self.unseen.clear()
+        self.transfers = TransferSettings()
         self.db.wipe()
 
     async def close(self) -> None:

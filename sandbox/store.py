@@ -4,14 +4,13 @@ the response to replay in one transaction, so no crash can leave one without the
 import json
 import sqlite3
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from settled.sandbox.db import Database, now
 from settled.sandbox.services import ServiceSpec
-
-CREATED = 201
+from settled.sandbox.settling import PENDING, SUCCEEDED, Settlement, status_at
 
 
 def commit_time(row: Mapping[str, Any]) -> str:
@@ -19,6 +18,16 @@ def commit_time(row: Mapping[str, Any]) -> str:
     killed between COMMIT and that stamp leaves none: `created_at`, taken inside the transaction, is
     the nearest there is. Every judge of the records reads commit time through this."""
     return str(row.get("committed_at") or row["created_at"])
+
+
+def effective_time(row: Mapping[str, Any]) -> str | None:
+    """When a record's write took effect: its commit; for a service that finishes later (a row with
+    `effective_at`, a transfer), when it succeeded, and None while it is pending or once it failed or
+    was cancelled before finishing: accepted is not done."""
+    if "effective_at" not in row:
+        return commit_time(row)
+    effective = row["effective_at"]
+    return None if effective is None else max(commit_time(row), str(effective))
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,9 @@ class Record:
     created_at: str
     committed_at: str | None
     cancelled_at: str | None
+    # Set for a service that finishes later: when it leaves `pending`, and why it fails (None: succeeds).
+    settles_at: str | None = None
+    failure_reason: str | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Record":
@@ -45,29 +57,46 @@ class Record:
             created_at=row["created_at"],
             committed_at=row["committed_at"],
             cancelled_at=row["cancelled_at"],
+            settles_at=row["settles_at"],
+            failure_reason=row["failure_reason"],
         )
 
-    def ground_truth(self) -> dict[str, Any]:
-        return {
+    def status_at(self, at: str | None = None) -> str:
+        """The status at `at` (default now): a transfer whose time has come has finished."""
+        return status_at(self.status, self.settles_at, self.failure_reason, at or now())
+
+    def ground_truth(self, at: str | None = None) -> dict[str, Any]:
+        at = at or now()
+        status = self.status_at(at)
+        row = {
             "service": self.service,
             "id": self.id,
             "key": self.key,
             "client_reference": self.client_reference,
             "payload": self.payload,
-            "status": self.status,
+            "status": status,
             "created_at": self.created_at,
             "committed_at": self.committed_at,
             "cancelled_at": self.cancelled_at,
         }
+        if self.settles_at is not None:
+            finished = status != self.status
+            row["settles_at"] = self.settles_at
+            row["failure_reason"] = self.failure_reason if finished else None
+            # When the write took effect (`effective_time`): only a transfer that succeeded ever did.
+            row["effective_at"] = self.settles_at if status == SUCCEEDED else None
+        return row
 
-    def view(self, spec: ServiceSpec) -> dict[str, Any]:
-        """The record as the business API shows it."""
-        return {
-            "id": self.id,
-            **spec.fields(self.payload),
-            "status": self.status,
-            "client_reference": self.client_reference,
-        }
+    def view(self, spec: ServiceSpec, at: str | None = None) -> dict[str, Any]:
+        """The record as the business API shows it (at `at`, default now: a lagging replica's past)."""
+        return self.shown(spec, self.status_at(at))
+
+    def shown(self, spec: ServiceSpec, status: str) -> dict[str, Any]:
+        """The record as the business API shows it with this status (the stored one: as created)."""
+        shown = {"id": self.id, **spec.fields(self.payload), "status": status}
+        if spec.finishes_later:
+            shown["failure_reason"] = self.failure_reason if status != self.status else None
+        return {**shown, "client_reference": self.client_reference}
 
 
 @dataclass(frozen=True)
@@ -131,8 +160,10 @@ class Store:
         client_reference: str | None,
         key: str | None = None,
         token: str | None = None,
+        settlement: Settlement | None = None,
     ) -> tuple[Record, dict[str, Any]]:
-        """Commit a new record (and, when keyed, the response to replay); returns it and its view."""
+        """Commit a new record (and, when keyed, the response to replay); returns it and its view.
+        A record of a service that finishes later commits `pending` with its `settlement`."""
         with self._db.transaction() as conn:
             row = conn.execute(
                 "INSERT INTO counters (service, last) VALUES (?, 1)"
@@ -149,10 +180,12 @@ class Store:
                 created_at=now(),
                 committed_at=None,
                 cancelled_at=None,
+                settles_at=settlement.settles_at if settlement else None,
+                failure_reason=settlement.failure_reason if settlement else None,
             )
             conn.execute(
-                "INSERT INTO records (service, id, key, client_reference, payload, status, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO records (service, id, key, client_reference, payload, status, created_at,"
+                " settles_at, failure_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.service,
                     record.id,
@@ -161,14 +194,17 @@ class Store:
                     json.dumps(payload),
                     record.status,
                     record.created_at,
+                    record.settles_at,
+                    record.failure_reason,
                 ),
             )
-            body = record.view(spec)
+            # What the create answers, however soon the record finishes: accepted is not done.
+            body = record.shown(spec, record.status)
             if key is not None:
                 stored = conn.execute(
                     "UPDATE idempotency SET state = 'done', claim = NULL, status = ?, body = ?"
                     " WHERE service = ? AND key = ? AND state = 'in_flight' AND claim = ?",
-                    (CREATED, json.dumps(body), spec.name, key, token),
+                    (spec.created_http, json.dumps(body), spec.name, key, token),
                 )
                 if stored.rowcount != 1:
                     # Rolls the record back too: a keyed record must never exist without its replay.
@@ -200,18 +236,44 @@ class Store:
         )
         return Record.from_row(rows[0]) if rows else None
 
-    def cancel(self, service: str, record_id: str) -> tuple[Record | None, bool]:
-        """Cancel a record; returns it and whether this call changed it (False if it already was)."""
+    def cancel(self, spec: ServiceSpec, record_id: str) -> tuple[Record | None, bool]:
+        """Cancel a record; returns it and whether this call changed it (False if it already was, or,
+        for a service that finishes later, if it is no longer pending)."""
+        at = now()
+        still_pending = " AND status = 'pending' AND settles_at > ?" if spec.finishes_later else ""
         with self._db.transaction() as conn:
             changed = conn.execute(
-                "UPDATE records SET status = 'cancelled', cancelled_at = ?"
-                " WHERE service = ? AND id = ? AND status != 'cancelled'",
-                (now(), service, record_id),
+                "UPDATE records SET status = ?, cancelled_at = ?"
+                " WHERE service = ? AND id = ? AND status != ?" + still_pending,
+                (spec.cancelled_status, at, spec.name, record_id, spec.cancelled_status)
+                + ((at,) if spec.finishes_later else ()),
             ).rowcount
+            row = conn.execute(
+                "SELECT * FROM records WHERE service = ? AND id = ?", (spec.name, record_id)
+            ).fetchone()
+        return (Record.from_row(row) if row else None), changed == 1
+
+    def finish(
+        self, service: str, record_id: str, reason: Callable[[str | None], str | None]
+    ) -> tuple[Record | None, bool]:
+        """End a pending record now, failing with `reason(decided reason)` or succeeding on None;
+        returns it and whether this call finished it (False if it was no longer pending)."""
+        at = now()
+        with self._db.transaction() as conn:
             row = conn.execute(
                 "SELECT * FROM records WHERE service = ? AND id = ?", (service, record_id)
             ).fetchone()
-        return (Record.from_row(row) if row else None), changed == 1
+            if row is None:
+                return None, False
+            record = Record.from_row(row)
+            if record.settles_at is None or record.status_at(at) != PENDING:
+                return record, False
+            record = replace(record, settles_at=at, failure_reason=reason(record.failure_reason))
+            conn.execute(
+                "UPDATE records SET settles_at = ?, failure_reason = ? WHERE service = ? AND id = ?",
+                (record.settles_at, record.failure_reason, service, record_id),
+            )
+        return record, True
 
     def records(self, service: str | None = None, key: str | None = None) -> list[Record]:
         sql, params = "SELECT * FROM records WHERE 1 = 1", []

@@ -5,6 +5,9 @@ A record stands from its commit (`committed_at`, through `store.commit_time`: an
 commit, taken after COMMIT and before anyone is answered) until its reversal (`cancelled_at`, a lower
 bound). Every claim is judged against that, never against what the speaker believed:
 
+A write the service accepted and finishes later (a transfer) stands only from when it succeeded
+(`store.effective_time`); one still pending, failed, or cancelled while pending never stood.
+
 - at one moment (the drill, whose timeline stamps each sentence as it starts): `done` is true only
   while a record stands, `not_done` only while none does (`GroundTruth`);
 - over the interval in which an answer was computed (the soak, Jepsen-style, sent .. received):
@@ -23,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
-from settled.sandbox.store import commit_time
+from settled.sandbox.store import commit_time, effective_time
 
 SETTLED_STATES = frozenset({"confirmed", "failed", "cancelled"})
 Instant = datetime | float  # a datetime, or seconds since the epoch
@@ -39,18 +42,23 @@ class Record(BaseModel):
     id: str
     payload: dict[str, Any] = Field(default_factory=dict)
     status: str = "applied"
-    committed_at: datetime  # when the record became visible to anyone asking
+    committed_at: datetime  # when the record became visible to anyone asking (and took effect)
     cancelled_at: datetime | None = None
+    # False for a write accepted and not finished, or ended without taking effect (a transfer pending,
+    # failed, or cancelled while pending): it never stood, though it counts as a write for duplicates.
+    applied: bool = True
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> "Record":
         """From a row of the sandbox's ground-truth view (`/_sandbox/records`)."""
+        effective = effective_time(row)
         return cls(
             id=row["id"],
             payload=row.get("payload") or {},
             status=row.get("status") or "applied",
-            committed_at=commit_time(row),
+            committed_at=effective or commit_time(row),
             cancelled_at=row.get("cancelled_at"),
+            applied=effective is not None,
         )
 
     @property
@@ -62,10 +70,10 @@ class Record(BaseModel):
         return None if self.cancelled_at is None else self.cancelled_at.timestamp()
 
     def committed_by(self, at: Instant) -> bool:
-        return self.committed <= _seconds(at)
+        return self.applied and self.committed <= _seconds(at)
 
     def reversed_before(self, at: Instant) -> bool:
-        return self.reversed is not None and self.reversed < _seconds(at)
+        return self.applied and self.reversed is not None and self.reversed < _seconds(at)
 
     def stands_at(self, at: Instant) -> bool:
         return self.committed_by(at) and not (self.reversed is not None and self.reversed <= _seconds(at))
@@ -115,7 +123,7 @@ class GroundTruth(BaseModel):
         return any(record.stands_at(at) for record in self.records)
 
     def appears_after(self, at: Instant) -> bool:
-        return any(not record.committed_by(at) for record in self.records)
+        return any(record.applied and not record.committed_by(at) for record in self.records)
 
     def claim_is_true(self, claim: str, at: Instant) -> bool:
         """A definitive claim at one moment: `done` while a record stands, `not_done` while none does."""
@@ -236,8 +244,10 @@ def duplicate_violations(records: Mapping[str, list[Record]]) -> list[Violation]
 def final_violation(status: Mapping[str, Any], records: list[Record]) -> Violation | None:
     """The settled state must say what the records say (docs/reference.md)."""
     op, state = status["operation_id"], status["state"]
-    standing = [r for r in records if r.reversed is None]
-    reversed_ = [r for r in records if r.reversed is not None]
+    # A write that never took effect (a failed transfer) is no record here: `failed` is then right.
+    applied = [r for r in records if r.applied]
+    standing = [r for r in applied if r.reversed is None]
+    reversed_ = [r for r in applied if r.reversed is not None]
     if state not in SETTLED_STATES:
         return Violation("unsettled", op, f"still {state} at the end ({status.get('reason')})")
     if state == "confirmed":
@@ -247,11 +257,13 @@ def final_violation(status: Mapping[str, Any], records: list[Record]) -> Violati
         ok = len(reversed_) == 1 and not standing
         want = "one reversed record"
     else:
-        ok = not records
+        ok = not applied
         want = "no record"
     if ok:
         return None
-    have = [(r.id, "reversed" if r.reversed else "standing") for r in records]
+    have = [
+        (r.id, "reversed" if r.reversed else "standing") if r.applied else (r.id, r.status) for r in records
+    ]
     detail = f"{state} (compensated={status.get('compensated')}) wants {want}; records: {have}"
     return Violation("final_mismatch", op, detail)
 

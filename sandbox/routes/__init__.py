@@ -1,1 +1,1 @@
-"""HTTP routes: the two business services, and the /_sandbox control plane."""
+"""HTTP routes: the business services, and the /_sandbox control plane."""

@@ -119,9 +119,8 @@ async def _create(
         return answer(sandbox, call, _invalid("the request is not valid", details=details))
     if key is None:
         # No key, no deduplication: every such request creates a record.
-        return await perform(
-            sandbox, call, [reference], request, Create(sandbox.store, spec, data, reference)
-        )
+        action = Create(sandbox.store, spec, data, reference, settings=sandbox.transfers)
+        return await perform(sandbox, call, [reference], request, action)
     claim = sandbox.store.claim(spec.name, key, fingerprint(data))
     if claim.verdict == "replay":
         assert claim.status is not None and claim.body is not None
@@ -133,5 +132,5 @@ async def _create(
     if claim.verdict == "in_flight":
         message = f"a request with {KEY_HEADER} {key!r} is still being processed"
         return answer(sandbox, call, error_reply(409, "idempotency_key_in_flight", message, "key_in_flight"))
-    action = Create(sandbox.store, spec, data, reference, key, claim.token)
+    action = Create(sandbox.store, spec, data, reference, key, claim.token, sandbox.transfers)
     return await perform(sandbox, call, [key, reference], request, action)

@@ -1,11 +1,14 @@
-"""The /_sandbox control plane: ground truth, the request log, reset, and fault injection."""
+"""The /_sandbox control plane: ground truth, the request log, reset, fault injection, and how
+transfers finish."""
 
 from typing import Any
 
 from fastapi import APIRouter, Request
+from settled.sandbox.db import now
 from settled.sandbox.errors import ApiError
 from settled.sandbox.faults import FaultSpec
-from settled.sandbox.services import Op, ServiceName
+from settled.sandbox.services import TRANSFERS, Op, ServiceName
+from settled.sandbox.settling import FinishSpec, TransferSettings
 from settled.sandbox.state import sandbox_of
 
 router = APIRouter(prefix="/_sandbox", tags=["sandbox"])
@@ -18,8 +21,8 @@ router = APIRouter(prefix="/_sandbox", tags=["sandbox"])
 async def records(
     request: Request, service: ServiceName | None = None, key: str | None = None
 ) -> dict[str, Any]:
-    rows = sandbox_of(request).store.records(service, key)
-    return {"records": [record.ground_truth() for record in rows]}
+    rows, at = sandbox_of(request).store.records(service, key), now()
+    return {"records": [record.ground_truth(at) for record in rows]}
 
 
 @router.get("/requests")
@@ -63,3 +66,32 @@ async def release(fault_id: str, request: Request) -> dict[str, Any]:
     if fault is None:
         raise ApiError(404, "not_found", f"no fault {fault_id!r}")
     return {"id": fault.id, "released": faults.release(fault)}
+
+
+@router.get("/transfers")
+async def transfer_settings(request: Request) -> dict[str, Any]:
+    return sandbox_of(request).transfers.model_dump()
+
+
+@router.put("/transfers")
+async def set_transfer_settings(settings: TransferSettings, request: Request) -> dict[str, Any]:
+    """Replace how transfers committed from now on finish (fields left out take their defaults)."""
+    sandbox_of(request).transfers = settings
+    return settings.model_dump()
+
+
+@router.post("/transfers/{transfer_id}/finish")
+async def finish_transfer(
+    transfer_id: str, request: Request, spec: FinishSpec | None = None
+) -> dict[str, Any]:
+    """End a pending transfer now: as decided when it committed, or with the outcome given."""
+    sandbox = sandbox_of(request)
+    finish = spec or FinishSpec()
+    record, finished = sandbox.store.finish(
+        TRANSFERS.name, transfer_id, lambda decided: finish.reason(decided, sandbox.transfers)
+    )
+    if record is None:
+        raise ApiError(404, "not_found", f"no transfer {transfer_id!r}")
+    if not finished:
+        raise ApiError(409, "already_finished", f"transfer {transfer_id!r} is {record.status_at()}")
+    return record.view(TRANSFERS)
