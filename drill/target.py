@@ -192,13 +192,14 @@ class _Watch:
 
 class TargetBench:
     def __init__(self, spec: KindSpec, proxies: dict[str, FaultProxy], direct: httpx.AsyncClient) -> None:
-        if spec.lookup is None:
+        if spec.lookup is None or spec.dispatch is None:
             raise ValueError(f"kind {spec.name} has no lookup URL: the drill needs one for ground truth")
         self.spec = spec
+        self.dispatch = spec.dispatch
         self.lookup = spec.lookup
         self.proxies = proxies
         self.direct = direct
-        self.dispatch_proxy = proxies[origin(spec.dispatch.url)]
+        self.dispatch_proxy = proxies[origin(self.dispatch.url)]
         self._faults: dict[str, str] = {}
         self._watches: dict[str, _Watch] = {}
 
@@ -251,7 +252,7 @@ class TargetBench:
             if exchange.upstream_at is None or exchange.upstream_status is None:
                 continue
             body = _json(exchange.upstream_body)
-            if _calls(self.spec.dispatch, exchange) and 200 <= exchange.upstream_status < 300:
+            if _calls(self.dispatch, exchange) and 200 <= exchange.upstream_status < 300:
                 ref = lookup_path(body, self.spec.reference_field)
                 ref_text = None if ref is None else str(ref)
                 written = _json(exchange.body)
@@ -263,7 +264,7 @@ class TargetBench:
                 )
                 signs += [sign] if sign is not None else []
         for exchange in self._exchanges(scenario):
-            if _calls(self.spec.dispatch, exchange) and exchange.forwarded:
+            if _calls(self.dispatch, exchange) and exchange.forwarded:
                 writes.append(
                     Write(
                         received_at=exchange.received_at,
@@ -292,8 +293,8 @@ class TargetBench:
             return
         fault = self.dispatch_proxy.add_fault(
             PROXY_MODES[scenario.cut.fault],
-            method=self.spec.dispatch.method,
-            path=path_pattern(self.spec.dispatch.url),
+            method=self.dispatch.method,
+            path=path_pattern(self.dispatch.url),
             match=scenario.task_id,
             apply=scenario.variant != "before_commit",
             delay_s=self.spec.timeout_s + LATE_COMMIT_AFTER_TIMEOUT_S,
@@ -344,6 +345,8 @@ def _spec(kind: str, config: Path) -> tuple[KindSpec, dict[str, Any]]:
     spec = kinds.get(kind)
     if spec is None:
         raise TargetError(f"{config} declares no kind {kind!r} (it has: {', '.join(kinds.names())})")
+    if spec.handler is not None or spec.dispatch is None:
+        raise TargetError(f"kind {kind!r} is a code kind: the drill cuts HTTP kinds, through its proxy")
     if spec.lookup is None:
         raise TargetError(f"kind {kind!r} has no lookup URL: the drill reads the ground truth through it")
     table: dict[str, Any] = tomllib.loads(config.read_text())["kinds"][kind]

@@ -17,7 +17,7 @@ import pytest
 from settled.kinds import Variant
 from settled.stack import Stack
 from tests.e2e.conftest import StackOptions
-from tests.helpers import BOOKING, FAST, TEST_KINDS, Sandbox, create, new_id, status, wait_state
+from tests.helpers import BOOKING, FAST, TEST_KINDS, Sandbox, create, new_id, status, wait_for, wait_state
 
 TOKEN = "tok-3b9f2c4e-very-secret"  # from the environment
 FILED = "file-7d1e0a55-also-secret"  # from a file named by NAME_FILE
@@ -25,6 +25,17 @@ _SECRET_FILE = Path(tempfile.gettempdir()) / f"settled-test-booking-key-{os.getp
 _BOOKINGS = "@SANDBOX_URL@/bookings"
 _LOOKUP = {"method": "GET", "url": _BOOKINGS + "/by-key/{operation_id}", "authoritative": True}
 _PLAIN = {**FAST, "requires_authorization": None, "say": None}
+
+PAYOUT_PARAMS = {
+    "type": "object",
+    "required": ["destination", "amount", "currency"],
+    "properties": {
+        "destination": {"type": "string"},
+        "amount": {"type": "number"},
+        "currency": {"type": "string"},
+    },
+}
+PAYOUT = {"destination": "acct-1", "amount": 40.0, "currency": "EUR"}
 
 STACK = StackOptions(
     {
@@ -59,6 +70,24 @@ STACK = StackOptions(
                 "description": "reserve the meeting room",
                 "handler": "tests.e2e.sandbox_handler:booking",
                 **{k: v for k, v in FAST.items()},
+            },
+        ),
+        # The sandbox's transfer service accepts first (202 pending) and finishes later.
+        "transfer": Variant(
+            None,
+            {
+                "description": "pay out the refund",
+                **FAST,
+                "params_schema": PAYOUT_PARAMS,
+                "dispatch": {"method": "POST", "url": "@SANDBOX_URL@/transfers"},
+                "lookup": {
+                    "method": "GET",
+                    "url": "@SANDBOX_URL@/transfers/by-key/{operation_id}",
+                    "authoritative": True,
+                },
+                "idempotency_header": "Idempotency-Key",
+                "confirmed_when": "status == 'succeeded'",
+                "failed_when": "status == 'failed' || status == 'canceled'",
             },
         ),
         "slow_coded_booking": Variant(
@@ -215,3 +244,64 @@ def test_check_kinds_shows_the_requests_with_the_secrets_masked(stack: Stack) ->
     )
     assert "handler tests.e2e.sandbox_handler:booking (imported)" in checked.stdout
     assert TOKEN not in checked.stdout and FILED not in checked.stdout
+
+
+@pytest.fixture
+def slow_transfers(module_sandbox: Sandbox) -> Any:
+    """Transfers that stay pending until the test finishes them."""
+    http = module_sandbox.http
+    assert http.put("/_sandbox/transfers", json={"settle_after_s": 3600}).status_code == 200
+    yield
+    http.put("/_sandbox/transfers", json={})
+
+
+def transfer(sandbox: Sandbox, key: str) -> dict[str, Any]:
+    (record,) = sandbox.records(key, service="transfers")
+    return record
+
+
+def test_an_accepted_payout_is_running_not_done_until_the_service_finishes_it(
+    module_api: httpx.Client, module_sandbox: Sandbox, slow_transfers: None
+) -> None:
+    op = new_id("payout")
+    accepted = create(module_api, "transfer", PAYOUT, operation_id=op, wait=3).json()
+    assert (accepted["state"], accepted["claim"], accepted["dispatched"]) == ("running", "in_progress", True)
+    assert accepted["business_ref"] == transfer(module_sandbox, op)["id"]
+    assert "accepted" in accepted["say"] and "isn't done" in accepted["say"]
+    assert transfer(module_sandbox, op)["status"] == "pending"
+    finished = module_sandbox.http.post(f"/_sandbox/transfers/{accepted['business_ref']}/finish")
+    assert finished.status_code == 200
+    final = wait_state(module_api, op, "confirmed")
+    assert final["business_ref"] == accepted["business_ref"] and final["claim"] == "done"
+    assert transfer(module_sandbox, op)["status"] == "succeeded"
+    assert len(module_sandbox.writes(op)) == 1 and final["attempts"] == 1
+
+
+def test_an_accepted_payout_the_service_fails_is_failed_with_its_reason(
+    module_api: httpx.Client, module_sandbox: Sandbox, slow_transfers: None
+) -> None:
+    op = new_id("payout-fails")
+    accepted = create(module_api, "transfer", PAYOUT, operation_id=op, wait=3).json()
+    assert accepted["state"] == "running"
+    module_sandbox.http.post(
+        f"/_sandbox/transfers/{accepted['business_ref']}/finish",
+        json={"outcome": "failed", "failure_reason": "account_closed"},
+    )
+    final = wait_state(module_api, op, "failed")
+    assert "account_closed" in (final["reason"] or "") and final["claim"] == "not_done"
+    assert transfer(module_sandbox, op)["status"] == "failed"
+
+
+def test_a_payout_whose_answer_is_lost_while_pending_is_never_called_done_early(
+    module_api: httpx.Client, module_sandbox: Sandbox, slow_transfers: None
+) -> None:
+    op = new_id("payout-lost")
+    module_sandbox.fault("transfers", "create", "drop_after_apply", op)
+    create(module_api, "transfer", PAYOUT, operation_id=op)
+    running = wait_state(module_api, op, "running", timeout_s=30)
+    wait_for(lambda: status(module_api, op)["business_ref"], what="the lookup to find the pending payout")
+    assert "unknown" in [entry["state"] for entry in status(module_api, op)["history"]]
+    assert running["claim"] == "in_progress"
+    module_sandbox.http.post(f"/_sandbox/transfers/{transfer(module_sandbox, op)['id']}/finish")
+    wait_state(module_api, op, "confirmed")
+    assert len(module_sandbox.records(op, service="transfers")) == 1
