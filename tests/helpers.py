@@ -74,6 +74,60 @@ TEST_KINDS: dict[str, Variant] = {
     ),
 }
 
+_BOOKINGS = "@SANDBOX_URL@/bookings"
+# Kinds of the rules for real services, on the sandbox (tests/e2e/test_services.py, the golden recorder).
+SERVICE_KINDS: dict[str, Variant] = {
+    # A booking whose reversal (a POST) carries no key: it may never be re-sent blindly. Its dispatch
+    # carries the key the bookings service demands, in a header of its own.
+    "unkeyed_booking": Variant(
+        "room_booking",
+        {
+            **FAST,
+            "requires_authorization": None,
+            "say": None,
+            "idempotency_header": None,
+            "dispatch": {
+                "method": "POST",
+                "url": _BOOKINGS,
+                "headers": {"Idempotency-Key": "{operation_id}"},
+            },
+            "lookup": {
+                "method": "GET",
+                "url": _BOOKINGS + "/by-key/{operation_id}",
+                "authoritative": True,
+                "reversed_when": "status == 'cancelled'",
+            },
+        },
+    ),
+    # The sandbox's transfer service accepts first (202 pending) and finishes later.
+    "transfer": Variant(
+        None,
+        {
+            "description": "pay out the refund",
+            **FAST,
+            "params_schema": {
+                "type": "object",
+                "required": ["destination", "amount", "currency"],
+                "properties": {
+                    "destination": {"type": "string"},
+                    "amount": {"type": "number"},
+                    "currency": {"type": "string"},
+                },
+            },
+            "dispatch": {"method": "POST", "url": "@SANDBOX_URL@/transfers"},
+            "lookup": {
+                "method": "GET",
+                "url": "@SANDBOX_URL@/transfers/by-key/{operation_id}",
+                "authoritative": True,
+            },
+            "idempotency_header": "Idempotency-Key",
+            "confirmed_when": "status == 'succeeded'",
+            "failed_when": "status == 'failed' || status == 'canceled'",
+        },
+    ),
+}
+PAYOUT = {"destination": "acct-1", "amount": 40.0, "currency": "EUR"}
+
 
 @contextmanager
 def api_client(stack: Stack, **options: Any) -> Iterator[httpx.Client]:

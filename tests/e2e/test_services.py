@@ -17,29 +17,29 @@ import pytest
 from settled.kinds import Variant
 from settled.stack import Stack
 from tests.e2e.conftest import StackOptions
-from tests.helpers import BOOKING, FAST, TEST_KINDS, Sandbox, create, new_id, status, wait_for, wait_state
+from tests.helpers import (
+    BOOKING,
+    FAST,
+    PAYOUT,
+    SERVICE_KINDS,
+    TEST_KINDS,
+    Sandbox,
+    create,
+    new_id,
+    status,
+    wait_for,
+    wait_state,
+)
 
 TOKEN = "tok-3b9f2c4e-very-secret"  # from the environment
 FILED = "file-7d1e0a55-also-secret"  # from a file named by NAME_FILE
 _SECRET_FILE = Path(tempfile.gettempdir()) / f"settled-test-booking-key-{os.getpid()}"
-_BOOKINGS = "@SANDBOX_URL@/bookings"
-_LOOKUP = {"method": "GET", "url": _BOOKINGS + "/by-key/{operation_id}", "authoritative": True}
 _PLAIN = {**FAST, "requires_authorization": None, "say": None}
-
-PAYOUT_PARAMS = {
-    "type": "object",
-    "required": ["destination", "amount", "currency"],
-    "properties": {
-        "destination": {"type": "string"},
-        "amount": {"type": "number"},
-        "currency": {"type": "string"},
-    },
-}
-PAYOUT = {"destination": "acct-1", "amount": 40.0, "currency": "EUR"}
 
 STACK = StackOptions(
     {
         **TEST_KINDS,
+        **SERVICE_KINDS,
         # Credentials on every request: the sandbox ignores them, the test looks for them everywhere.
         "secret_booking": Variant(
             "room_booking",
@@ -49,45 +49,12 @@ STACK = StackOptions(
                 "headers": {"X-Api-Key": "{secret.BOOKING_KEY}"},
             },
         ),
-        # A booking whose reversal (a POST) carries no key: it may never be re-sent blindly. Its
-        # dispatch carries the key the bookings service demands, in a header of its own.
-        "unkeyed_booking": Variant(
-            "room_booking",
-            {
-                **_PLAIN,
-                "idempotency_header": None,
-                "dispatch": {
-                    "method": "POST",
-                    "url": _BOOKINGS,
-                    "headers": {"Idempotency-Key": "{operation_id}"},
-                },
-                "lookup": {**_LOOKUP, "reversed_when": "status == 'cancelled'"},
-            },
-        ),
         "coded_booking": Variant(
             None,
             {
                 "description": "reserve the meeting room",
                 "handler": "tests.e2e.sandbox_handler:booking",
                 **{k: v for k, v in FAST.items()},
-            },
-        ),
-        # The sandbox's transfer service accepts first (202 pending) and finishes later.
-        "transfer": Variant(
-            None,
-            {
-                "description": "pay out the refund",
-                **FAST,
-                "params_schema": PAYOUT_PARAMS,
-                "dispatch": {"method": "POST", "url": "@SANDBOX_URL@/transfers"},
-                "lookup": {
-                    "method": "GET",
-                    "url": "@SANDBOX_URL@/transfers/by-key/{operation_id}",
-                    "authoritative": True,
-                },
-                "idempotency_header": "Idempotency-Key",
-                "confirmed_when": "status == 'succeeded'",
-                "failed_when": "status == 'failed' || status == 'canceled'",
             },
         ),
         "slow_coded_booking": Variant(

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from settled.identity import action_workflow_id, conversation_workflow_id
 from settled.stack import Stack
 from tests.e2e.inprocess import closed_idle_conversation
-from tests.helpers import BOOKING, REFUND, TEST_KINDS, Sandbox, create, wait_state
+from tests.helpers import BOOKING, PAYOUT, REFUND, SERVICE_KINDS, TEST_KINDS, Sandbox, create, wait_state
 
 HERE = Path(__file__).parent
 # Each recording generation keeps its own files: histories recorded by older code stay, so their
@@ -28,8 +28,11 @@ HERE = Path(__file__).parent
 # revision, whose runs take the patched paths without recording patch markers; `golden5-` since
 # actions no longer signal their conversation (QUIET_REVISION) and number their changes in the memo;
 # `golden6-` since a new action starts its conversation lazily (LAZY_REVISION), with
-# `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out.
-GENERATION = "golden6"
+# `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out;
+# `golden7-` since the rules for real services (REVERSAL_REVISION), with `golden7-reversal-lookup` (a
+# reversal whose answer was lost, looked up instead of re-sent) and `golden7-accepted` (a payout the
+# service accepted and finished later).
+GENERATION = "golden7"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
 # Its idle period, short enough to record (the real one is 30 days).
@@ -131,6 +134,25 @@ def early_404(api: httpx.Client, sandbox: Sandbox) -> str:
     return op
 
 
+def reversal_lookup(api: httpx.Client, sandbox: Sandbox) -> str:
+    op = f"{GENERATION}-reversal-lookup"
+    create(api, "unkeyed_booking", BOOKING, operation_id=op, conversation_id=CONVERSATION, wait=10)
+    sandbox.fault("bookings", "cancel", "drop_after_apply", op)
+    api.post(f"/v1/actions/{op}/cancel", json={"by": "caller"})
+    wait_state(api, op, "cancelled")
+    return op
+
+
+def accepted(api: httpx.Client, sandbox: Sandbox) -> str:
+    op = f"{GENERATION}-accepted"
+    sandbox.http.put("/_sandbox/transfers", json={"settle_after_s": 3600})
+    answer = create(api, "transfer", PAYOUT, operation_id=op, conversation_id=CONVERSATION, wait=3).json()
+    sandbox.http.put("/_sandbox/transfers", json={})
+    sandbox.http.post(f"/_sandbox/transfers/{answer['business_ref']}/finish")
+    wait_state(api, op, "confirmed")
+    return op
+
+
 SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     normal,
     response_lost,
@@ -140,6 +162,8 @@ SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     cancel_in_flight,
     amended,
     early_404,
+    reversal_lookup,
+    accepted,
 ]
 
 
@@ -155,7 +179,7 @@ async def export(stack: Stack, workflow_ids: list[str]) -> None:
 def main() -> None:
     with (
         tempfile.TemporaryDirectory() as folder,
-        Stack.on_free_ports(Path(folder), TEST_KINDS, ui=False).running() as stack,
+        Stack.on_free_ports(Path(folder), {**TEST_KINDS, **SERVICE_KINDS}, ui=False).running() as stack,
     ):
         with (
             httpx.Client(base_url=stack.api_url, timeout=30) as api,

@@ -153,3 +153,33 @@ def test_a_lazy_conversation_was_recorded_on_its_lazy_path() -> None:
     ]
     assert timers == ["1s"]
     assert events[-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
+
+
+def _activities(name: str) -> list[str]:
+    """The business activities a history scheduled, in order (regular and in-task)."""
+    scheduled = []
+    for event in json.loads((GOLDEN / f"{name}.json").read_text())["events"]:
+        if "activityTaskScheduledEventAttributes" in event:
+            scheduled.append(event["activityTaskScheduledEventAttributes"]["activityType"]["name"])
+        marker = event.get("markerRecordedEventAttributes")
+        if marker and marker["markerName"] == "core_local_activity":
+            data = marker["details"]["data"]["payloads"][0]["data"]
+            scheduled.append(json.loads(base64.b64decode(data))["activity_type"])
+    return scheduled
+
+
+def test_a_lost_reversal_was_recorded_looked_up_not_resent() -> None:
+    """golden7-reversal-lookup (REVERSAL_REVISION): the compensation's answer was lost, and the run looked
+    the booking up (finding it reversed) instead of sending the reversal again; its replay above keeps
+    that path, and the runs of earlier revisions keep re-sending theirs."""
+    activities = _activities("golden7-reversal-lookup")
+    assert activities.count("compensate") == 1
+    assert activities.index("compensate") < len(activities) - 1 and activities[-1] == "lookup"
+    events = json.loads((GOLDEN / "golden7-reversal-lookup.json").read_text())["events"]
+    started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
+    assert json.loads(base64.b64decode(started))["revision"] >= 5
+
+
+def test_an_accepted_payout_was_recorded_running_until_looked_up_final() -> None:
+    activities = _activities("golden7-accepted")
+    assert activities[0] == "dispatch" and activities.count("dispatch") == 1 and "lookup" in activities
