@@ -1,0 +1,1 @@
+"""Tests against real services from PyPI (localstripe, Radicale), through settled and raw."""
