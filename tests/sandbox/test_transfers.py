@@ -239,7 +239,8 @@ def test_a_stale_lookup_shows_the_status_of_its_past(client: httpx.Client) -> No
     fault(client, service="transfers", op="lookup", mode="stale", delay_s=1.0, match_key="op-1", count=0)
     until(lambda: client.get("/transfers/by-key/op-1").status_code == 200, what="the replica to see op-1")
 
-    client.post(f"/_sandbox/transfers/{transfer_id}/finish")
+    finished = client.post(f"/_sandbox/transfers/{transfer_id}/finish")
+    assert finished.status_code == 200, finished.text
     stale = client.get("/transfers/by-key/op-1")
 
     # The replica, a second behind, has the transfer but not its finish.
