@@ -40,6 +40,13 @@ def _refused(status_code: int, body: Any, what: str) -> str:
     return f"the service refused {what} ({status_code}: {words})"
 
 
+def _refusal(mapped: str | None, status_code: int) -> bool:
+    """A "no": mapped so, or unmapped and any 4xx but those that say "not now" or "conflict"."""
+    if mapped is not None:
+        return mapped == "rejected"
+    return 400 <= status_code < 500 and status_code not in INDETERMINATE_4XX
+
+
 def _reference(found: Any, reference_field: str) -> str | None:
     value = lookup_path(found, reference_field) if reference_field else None
     return None if value is None or isinstance(value, dict | list) else str(value)
@@ -109,10 +116,7 @@ def classify_dispatch(
                     result="pending", status_code=status_code, business_ref=ref,
                     detail=f"the service accepted it and is finishing it ({status_code})",
                 )  # fmt: skip
-    rejected = mapped == "rejected" or (
-        mapped is None and 400 <= status_code < 500 and status_code not in INDETERMINATE_4XX
-    )
-    if rejected:
+    if _refusal(mapped, status_code):
         return DispatchOutcome(
             result="rejected", status_code=status_code, detail=_refused(status_code, body, "it")
         )
@@ -208,10 +212,7 @@ def classify_compensation(call: HttpCall, status_code: int, body: Any) -> Compen
         return CompensationOutcome(
             result="compensated", status_code=status_code, detail="the service reversed it"
         )
-    rejected = mapped == "rejected" or (
-        mapped is None and 400 <= status_code < 500 and status_code not in INDETERMINATE_4XX
-    )
-    if rejected:
+    if _refusal(mapped, status_code):
         return CompensationOutcome(
             result="rejected", status_code=status_code, detail=_refused(status_code, body, "to reverse it")
         )
