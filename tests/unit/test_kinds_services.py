@@ -1,6 +1,8 @@
 # ruff: noqa: E501 -- the kinds files are written as a team writes them: one request a line
 """The kinds file's keys for real services: every one validated at start-up, naming the kind and key."""
 
+from pathlib import Path
+
 import pytest
 
 from settled.kinds import KindsFileError, parse_kinds
@@ -93,3 +95,16 @@ def test_a_handler_that_cannot_be_used_refuses_start_up(handler: str, named: str
 
     with pytest.raises(HandlerError, match=named):
         with_handlers(parse_kinds(CODE_KIND.replace("tests.unit.handler_samples:refund", handler), "k.toml"))
+
+
+def test_the_examples_shipped_are_valid_and_their_handler_imports() -> None:
+    from settled.business.code import with_handlers
+    from settled.kinds import load_kinds
+
+    examples = Path(__file__).parents[2] / "examples" / "kinds"
+    for name in ("payments.toml", "calendar.toml"):
+        assert load_kinds(examples / name).names()
+    text = CODE_KIND.replace("tests.unit.handler_samples:refund", "examples.handlers.stripe_refund:refund")
+    kinds, _ = with_handlers(parse_kinds(text, "k.toml"))
+    refund = kinds.get("refund")
+    assert refund is not None and refund.has_lookup and refund.authoritative_lookup and not refund.compensable
