@@ -128,6 +128,9 @@ def service_kinds(stripe_url: str, caldav_url: str) -> dict[str, dict[str, Any]]
     return {
         "refund": refund,
         "refund_wrong_key": {**refund, "auth": {"type": "bearer", "token": "{secret.WRONG_STRIPE_KEY}"}},
+        # A refund whose service may commit up to 6 s after the client gave up: room for a test to
+        # release a held request after settled's timeout and before its lookups may conclude.
+        "refund_late": {**refund, "commit_horizon_s": 6.0},
         "room_booking": booking,
         "room_booking_wrong_password": {
             **booking,
