@@ -24,8 +24,8 @@ from settled.business.answers import (
     classify_lookup,
     classify_lookup_transport,
 )
-from settled.business.secrets import read_secret, scrub
-from settled.business.shapes import Outgoing, Role, Values, build
+from settled.business.secrets import SecretError, read_secret, scrub
+from settled.business.shapes import Role, Values, build
 from settled.handlers import Request
 from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 
@@ -108,9 +108,14 @@ class BusinessActivities:
         call: BusinessCall,
         role: Role,
         answer: Callable[[httpx.Response], Outcome],
-        lost: Callable[[httpx.TransportError], Outcome],
+        lost: Callable[[Transport, str], Outcome],
     ) -> Outcome:
-        outgoing: Outgoing = build(call.kind, role, _values(call), read_secret)
+        """One HTTP request. Nothing raised here leaves the activity: an error would carry its text
+        into the workflow's history, and the text of a request may hold a secret."""
+        try:
+            outgoing = build(call.kind, role, _values(call), read_secret)
+        except SecretError as error:  # unset since start-up: nothing was sent
+            return lost("not_connected", str(error))
         try:
             response = await _heartbeating(
                 self._http.request(
@@ -123,7 +128,9 @@ class BusinessActivities:
             )
             outcome = answer(response)
         except httpx.TransportError as error:
-            outcome = lost(error)
+            outcome = lost(_transport_failure(error), _describe(error))
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as error:  # one httpx would not make
+            outcome = lost("not_connected", f"the request could not be made ({type(error).__name__})")
         if outgoing.secrets:
             outcome = outcome.model_copy(update={"detail": scrub(outcome.detail, outgoing.secrets)})
         return outcome
@@ -143,7 +150,7 @@ class BusinessActivities:
                 lambda response: classify_dispatch(
                     kind, spec, response.status_code, _json(response), _values(call)
                 ),
-                lambda error: classify_dispatch_transport(_transport_failure(error), _describe(error)),
+                classify_dispatch_transport,
             )
         _count("settled_dispatches", "write requests sent to business systems", call, outcome.result)
         return outcome
@@ -164,7 +171,7 @@ class BusinessActivities:
                 lambda response: classify_lookup(
                     kind, spec, response.status_code, _json(response), _values(call)
                 ),
-                lambda error: classify_lookup_transport(_describe(error)),
+                lambda _, error: classify_lookup_transport(error),
             )
         _count("settled_reconciliation_lookups", "lookups sent to business systems", call, outcome.result)
         return outcome
@@ -181,7 +188,7 @@ class BusinessActivities:
                 call,
                 "compensate",
                 lambda response: classify_compensation(spec, response.status_code, _json(response)),
-                lambda error: classify_compensation_transport(_describe(error)),
+                lambda _, error: classify_compensation_transport(error),
             )
         _count("settled_compensations", "reversals sent to business systems", call, outcome.result)
         return outcome

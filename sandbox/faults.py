@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from settled.sandbox.services import Op, ServiceName
 
 Mode = Literal[
-    "delay", "drop_after_apply", "fail_before_apply", "error_after_apply", "hang", "hold", "reject", "stale"
-]
+    "delay", "drop_after_apply", "fail_before_apply", "error_after_apply", "hang", "hold", "reject", "stale",
+    "unauthorized",
+]  # fmt: skip
 # How a gate was opened: per the fault's `apply` (release), as if there were no fault (clear), or
 # give up without applying (reset, shutdown).
 Verdict = Literal["as_configured", "proceed", "abort"]
@@ -24,6 +25,8 @@ DEFAULT_STATUS: dict[str, int] = {
     "fail_before_apply": 503,
     "error_after_apply": 500,
     "reject": 422,
+    # Refuses the request's credentials and, as careless services do, quotes them back in the error.
+    "unauthorized": 401,
     "hold": 503,
 }
 # For `stale` (lookups only), delay_s is the replica's lag: what committed since then is not seen.

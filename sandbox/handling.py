@@ -111,6 +111,11 @@ async def _faulted(
         action.abandon()
         reply = error_reply(fault.status, "unavailable", _injected(fault, "failed before applying"), outcome)
         return answer(sandbox, call, reply)
+    if mode == "unauthorized":
+        action.abandon()
+        quoted = request.headers.get("authorization", "no credentials")
+        reply = error_reply(fault.status, "unauthorized", f"invalid credentials: {quoted}", outcome)
+        return answer(sandbox, call, reply)
     if mode == "reject":
         action.abandon()
         reply = error_reply(fault.status, "rejected_by_fault", _injected(fault, "rejected"), outcome)
