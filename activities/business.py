@@ -49,10 +49,13 @@ def _describe(error: Exception) -> str:
 
 
 def _json(response: httpx.Response) -> Any:
+    """The answer's JSON; a short plain-text answer as its text (a reason in the service's words)."""
     try:
         return response.json()
     except ValueError:
-        return None
+        if not response.headers.get("content-type", "").startswith("text/plain"):
+            return None
+        return response.text.strip()[:300] or None
 
 
 async def _heartbeating(work: Awaitable[T]) -> T:

@@ -414,7 +414,8 @@ class ActionRecord(BaseModel):
             self.first_dispatch_at = now
         if self.state is State.UNKNOWN:
             self.checks += 1
-        note = f"sending again with the same key (attempt {self.attempts + 1})" if resend else "sending"
+        again = "sending again with the same key" if self.kind.idempotency_header else "sending again"
+        note = f"{again} (attempt {self.attempts + 1})" if resend else "sending"
         self._move(State.RUNNING, now, note)
 
     def on_dispatch(self, outcome: DispatchOutcome, now: datetime) -> None:

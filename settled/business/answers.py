@@ -24,7 +24,9 @@ Transport = Literal["not_connected", "broken", "timeout"]
 
 
 def error_message(body: Any) -> str | None:
-    """The service's own words for an error, from the common JSON error shapes."""
+    """The service's own words for an error, from the common JSON error shapes or a plain-text answer."""
+    if isinstance(body, str):
+        return body[:300]
     if isinstance(body, dict):
         for path in ("error.message", "message", "detail", "failure_reason", "error.code", "error"):
             value = lookup_path(body, path)

@@ -117,7 +117,7 @@ def test_a_wrong_password_fails_saying_the_server_refused_our_credentials(
     op = book(services_api, kind="room_booking_wrong_password", wait=10)
     failed = wait_state(services_api, op, "failed", timeout_s=SETTLE_S)
     assert "refused our credentials" in (failed["reason"] or ""), failed["reason"]
-    assert "401" in failed["reason"]
+    assert "401: Access to the requested resource forbidden" in failed["reason"]  # the server's own words
     assert events(calendar, op) == []
     assert [e.upstream_status for e in caldav_proxy.forwarded(op, "PUT")] == [401]
 
