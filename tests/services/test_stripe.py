@@ -141,9 +141,14 @@ def start_worker_without(
 
 
 @pytest.mark.parametrize("value", [None, ""])
-def test_the_example_refuses_to_start_without_its_key(value: str | None) -> None:
-    """examples/kinds/payments.toml as it is, STRIPE_API_KEY unset or empty: exit 2, naming it."""
-    run = start_worker_without(EXAMPLES / "payments.toml", "STRIPE_API_KEY", value)
+@pytest.mark.parametrize(
+    ("example", "secret"), [("payments.toml", "STRIPE_API_KEY"), ("calendar.toml", "CALDAV_PASSWORD")]
+)
+def test_each_example_refuses_to_start_without_its_secret(
+    example: str, secret: str, value: str | None
+) -> None:
+    """An example kinds file as it is, its secret unset or empty: `settled worker` exits 2, naming it."""
+    run = start_worker_without(EXAMPLES / example, secret, value)
     assert run.returncode == 2, f"{run.returncode}\n{run.stdout}\n{run.stderr}"
-    assert "the secret STRIPE_API_KEY is not set" in run.stderr, run.stderr
+    assert f"the secret {secret} is not set" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr, run.stderr
