@@ -3,6 +3,7 @@
 from typing import Any
 
 from pydantic import BaseModel
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from settled.kinds import KindSpec
 
@@ -17,3 +18,11 @@ class BusinessCall(BaseModel):
 DISPATCH = "dispatch"
 LOOKUP = "lookup"
 COMPENSATE = "compensate"
+# A local activity refused by `settled.activities.lanes.InTaskLimit`: nothing was sent.
+IN_TASK_REFUSED = "InTaskRefused"
+
+
+def refused_in_task(error: ActivityError) -> bool:
+    """Whether an in-task call was refused (too many of its kind in the process): send it on the queue."""
+    cause = error.cause
+    return isinstance(cause, ApplicationError) and cause.type == IN_TASK_REFUSED

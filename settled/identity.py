@@ -5,6 +5,13 @@ service's deduplication nor in Temporal.
 """
 
 TASK_QUEUE = "settled"
+# Each kind's business activities have a task queue of their own (its bulkhead): its own worker slots,
+# its own backlog, so a slow service holds back only its own kind (docs/deployment.md).
+KIND_QUEUE_PREFIX = "settled-kind-"
+
+
+def kind_task_queue(kind: str) -> str:
+    return f"{KIND_QUEUE_PREFIX}{kind}"
 
 
 def operation_key(tenant: str | None, operation_id: str) -> str:

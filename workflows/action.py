@@ -30,8 +30,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from settled.activities.business import BusinessActivities
-    from settled.activities.inputs import BusinessCall
+    from settled.activities.inputs import BusinessCall, refused_in_task
     from settled.workflows.messages import (
+        KIND_QUEUE_REVISION,
         PATCHED_REVISION,
         QUIET_REVISION,
         STATUS_MEMO,
@@ -48,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from settled import visibility
-    from settled.identity import conversation_workflow_id
+    from settled.identity import conversation_workflow_id, kind_task_queue
     from settled.machine import ActionRecord, ControlRefused
     from settled.models import ActionStatus
     from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
@@ -83,6 +84,8 @@ class ActionWorkflow:
     @workflow.init
     def __init__(self, start: ActionStart) -> None:
         self._current = start.revision >= PATCHED_REVISION
+        # Earlier runs scheduled their business activities on the workflow's own queue (`settled`).
+        self._queue = kind_task_queue(start.new.kind.name) if start.revision >= KIND_QUEUE_REVISION else None
         # Earlier runs signal their conversation on every change; quiet ones are read where they are.
         self._signals_conversation = start.revision < QUIET_REVISION
         self._record = start.carried or ActionRecord.create(start.new, workflow.now())
@@ -200,6 +203,9 @@ class ActionWorkflow:
                         retry_policy=retry,
                         summary=summary,
                     )
+                except ActivityError as error:
+                    if not refused_in_task(error):  # refused: too many of its kind here, send it queued
+                        raise
                 finally:
                     self._calling_in_task = False
             # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
@@ -210,6 +216,7 @@ class ActionWorkflow:
                 retry_policy=retry,
                 summary=summary,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                task_queue=self._queue,
             )
         except ActivityError as error:
             return lost(str(error.cause))

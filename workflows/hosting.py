@@ -4,19 +4,26 @@ The API hosts one on its own client so that Temporal can start an action eagerly
 task comes back in the start's answer and runs in the API process, with no trip through the task
 queue, and an activity that task schedules (a send recorded before it leaves) is handed back to it
 eagerly too. The two are the same worker: any of them may run any task.
+
+Actions of `KIND_QUEUE_REVISION` schedule their business activities on their kind's own queue
+(`kind_workers`: one worker per kind, its own slots and HTTP pool, settled.activities.lanes); the
+shared worker still runs them for earlier runs, and runs the in-task calls within their limits.
 """
 
+from collections.abc import Collection, Iterable
 from datetime import timedelta
 
 import httpx
 from settled.activities.business import BusinessActivities
+from settled.activities.lanes import InTaskLimit, queue_slots
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.conversation import ConversationWorkflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from settled.identity import TASK_QUEUE
+from settled.identity import TASK_QUEUE, kind_task_queue
+from settled.kinds import KindSpec
 
 WORKFLOWS = [ActionWorkflow, ConversationWorkflow]
 STICKY_TIMEOUT = timedelta(seconds=3)
@@ -46,13 +53,20 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
 
 
 def build_worker(
-    client: Client, http: httpx.AsyncClient, cached_workflows: int = 500, sandboxed: bool = False
+    client: Client,
+    http: httpx.AsyncClient,
+    cached_workflows: int = 500,
+    sandboxed: bool = False,
+    served: Collection[str] | None = None,
 ) -> Worker:
+    """The shared worker: every workflow task, the in-task calls (at most `InTaskLimit`'s, and only of
+    the kinds in `served`, None: all), and the activities of runs recorded before the kinds' queues."""
     return Worker(
         client,
         task_queue=TASK_QUEUE,
         workflows=WORKFLOWS,
         activities=BusinessActivities(http).all(),
+        interceptors=[InTaskLimit(served)],
         workflow_runner=workflow_runner(sandboxed),
         max_concurrent_activities=200,
         max_cached_workflows=cached_workflows,
@@ -61,3 +75,32 @@ def build_worker(
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
+
+
+def kind_http(kind: KindSpec) -> httpx.AsyncClient:
+    """The kind's own connection pool: as many connections as its queue has slots."""
+    slots = queue_slots(kind)
+    return httpx.AsyncClient(limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
+
+
+def kind_worker(client: Client, kind: KindSpec, http: httpx.AsyncClient) -> Worker:
+    """The worker of one kind's queue: its business activities only, `queue_slots(kind)` at once; the
+    rest of its backlog waits in Temporal, durably, holding nothing here."""
+    slots = queue_slots(kind)
+    return Worker(
+        client,
+        task_queue=kind_task_queue(kind.name),
+        activities=BusinessActivities(http).all(),
+        max_concurrent_activities=slots,
+        max_concurrent_activity_task_polls=min(5, slots),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+
+
+def kind_workers(client: Client, kinds: Iterable[KindSpec]) -> list[tuple[Worker, httpx.AsyncClient]]:
+    """One worker and one HTTP pool per kind; close each pool after its worker has stopped."""
+    pairs = []
+    for kind in kinds:
+        http = kind_http(kind)
+        pairs.append((kind_worker(client, kind, http), http))
+    return pairs
