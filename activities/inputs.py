@@ -22,7 +22,8 @@ COMPENSATE = "compensate"
 IN_TASK_REFUSED = "InTaskRefused"
 
 
-def refused_in_task(error: ActivityError) -> bool:
-    """Whether an in-task call was refused (too many of its kind in the process): send it on the queue."""
-    cause = error.cause
+def refused_in_task(error: ActivityError | ApplicationError) -> bool:
+    """Whether an in-task call was refused (too many of its kind in the process): send it on the queue.
+    (A local activity's own failure reaches the workflow as it was raised, not as an ActivityError.)"""
+    cause = error.cause if isinstance(error, ActivityError) else error
     return isinstance(cause, ApplicationError) and cause.type == IN_TASK_REFUSED

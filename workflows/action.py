@@ -203,7 +203,7 @@ class ActionWorkflow:
                         retry_policy=retry,
                         summary=summary,
                     )
-                except ActivityError as error:
+                except (ActivityError, ApplicationError) as error:
                     if not refused_in_task(error):  # refused: too many of its kind here, send it queued
                         raise
                 finally:
