@@ -28,8 +28,11 @@ HERE = Path(__file__).parent
 # revision, whose runs take the patched paths without recording patch markers; `golden5-` since
 # actions no longer signal their conversation (QUIET_REVISION) and number their changes in the memo;
 # `golden6-` since a new action starts its conversation lazily (LAZY_REVISION), with
-# `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out.
-GENERATION = "golden6"
+# `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out;
+# `golden7-` since actions schedule their business activities on their kind's own task queue
+# (KIND_QUEUE_REVISION), with `golden7-in-task-refused`: an in-task send refused by its kind's limit
+# (settled.activities.lanes), sent on the kind's queue instead.
+GENERATION = "golden7"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
 # Its idle period, short enough to record (the real one is 30 days).
@@ -121,6 +124,14 @@ def lookup_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
     return op
 
 
+def in_task_refused(api: httpx.Client, _: Sandbox) -> str:
+    """A caller waits, but the kind allows no in-task call (max_in_flight 2): sent on its queue."""
+    op = f"{GENERATION}-in-task-refused"
+    create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id=CONVERSATION, wait=10)
+    wait_state(api, op, "confirmed")
+    return op
+
+
 def early_404(api: httpx.Client, sandbox: Sandbox) -> str:
     """A service without deduplication, a request not applied, a 404 soon after: recorded before the
     commit horizon this re-sends at once; after it, the 404 waits for the horizon (patch commit-horizon)."""
@@ -140,7 +151,13 @@ SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     cancel_in_flight,
     amended,
     early_404,
+    in_task_refused,
 ]
+# The test kinds, and a booking kind whose cap leaves no room for an in-task call.
+KINDS = {
+    **TEST_KINDS,
+    "one_at_a_time": TEST_KINDS["room_booking"].but(requires_authorization=None, max_in_flight=2),
+}
 
 
 async def export(stack: Stack, workflow_ids: list[str]) -> None:
@@ -155,7 +172,7 @@ async def export(stack: Stack, workflow_ids: list[str]) -> None:
 def main() -> None:
     with (
         tempfile.TemporaryDirectory() as folder,
-        Stack.on_free_ports(Path(folder), TEST_KINDS, ui=False).running() as stack,
+        Stack.on_free_ports(Path(folder), KINDS, ui=False).running() as stack,
     ):
         with (
             httpx.Client(base_url=stack.api_url, timeout=30) as api,
