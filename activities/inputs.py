@@ -18,12 +18,12 @@ class BusinessCall(BaseModel):
 DISPATCH = "dispatch"
 LOOKUP = "lookup"
 COMPENSATE = "compensate"
-# A local activity refused by `settled.activities.lanes.InTaskLimit`: nothing was sent.
-IN_TASK_REFUSED = "InTaskRefused"
+# A business call refused by the shared worker (`settled.activities.lanes.SharedLane`): nothing was sent.
+LANE_FULL = "KindLaneFull"
 
 
-def refused_in_task(error: ActivityError | ApplicationError) -> bool:
-    """Whether an in-task call was refused (too many of its kind in the process): send it on the queue.
-    (A local activity's own failure reaches the workflow as it was raised, not as an ActivityError.)"""
+def lane_full(error: ActivityError | ApplicationError) -> bool:
+    """Whether the shared worker refused a call (its kind has no more room there): send it on the kind's
+    own queue. (A local activity's failure reaches the workflow as raised, not as an ActivityError.)"""
     cause = error.cause if isinstance(error, ActivityError) else error
-    return isinstance(cause, ApplicationError) and cause.type == IN_TASK_REFUSED
+    return isinstance(cause, ApplicationError) and cause.type == LANE_FULL

@@ -30,9 +30,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from settled.activities.business import BusinessActivities
-    from settled.activities.inputs import BusinessCall, refused_in_task
+    from settled.activities.inputs import BusinessCall, lane_full
     from settled.workflows.messages import (
-        KIND_QUEUE_REVISION,
         PATCHED_REVISION,
         QUIET_REVISION,
         STATUS_MEMO,
@@ -84,8 +83,6 @@ class ActionWorkflow:
     @workflow.init
     def __init__(self, start: ActionStart) -> None:
         self._current = start.revision >= PATCHED_REVISION
-        # Earlier runs scheduled their business activities on the workflow's own queue (`settled`).
-        self._queue = kind_task_queue(start.new.kind.name) if start.revision >= KIND_QUEUE_REVISION else None
         # Earlier runs signal their conversation on every change; quiet ones are read where they are.
         self._signals_conversation = start.revision < QUIET_REVISION
         self._record = start.carried or ActionRecord.create(start.new, workflow.now())
@@ -190,8 +187,11 @@ class ActionWorkflow:
         summary: str,
         lost: Callable[[str], T],
     ) -> T:
-        """Run a business activity; `lost` says what it means if it never finished (worker died, timeout)."""
+        """Run a business activity; `lost` says what it means if it never finished (worker died, timeout).
+        Inside the workflow task or on the shared queue (eagerly, where it can) while its kind has room
+        there; refused (nothing sent: `lane_full`), on its kind's own queue (settled.activities.lanes)."""
         timeout = timedelta(seconds=self._record.kind.timeout_s + 5)
+        queue = None
         try:
             if self._record.in_task(activity.__name__, workflow.now()):
                 self._calling_in_task = True
@@ -204,20 +204,27 @@ class ActionWorkflow:
                         summary=summary,
                     )
                 except (ActivityError, ApplicationError) as error:
-                    if not refused_in_task(error):  # refused: too many of its kind here, send it queued
+                    if not lane_full(error):
                         raise
+                    queue = kind_task_queue(self._record.kind.name)
                 finally:
                     self._calling_in_task = False
-            # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
-            return await workflow.execute_activity_method(
-                activity,
-                self._call(),
-                start_to_close_timeout=timeout,
-                retry_policy=retry,
-                summary=summary,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                task_queue=self._queue,
-            )
+            while True:
+                try:
+                    # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
+                    return await workflow.execute_activity_method(
+                        activity,
+                        self._call(),
+                        start_to_close_timeout=timeout,
+                        retry_policy=retry,
+                        summary=summary,
+                        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                        task_queue=queue,
+                    )
+                except ActivityError as error:
+                    if queue is not None or not lane_full(error):
+                        raise
+                    queue = kind_task_queue(self._record.kind.name)
         except ActivityError as error:
             return lost(str(error.cause))
 

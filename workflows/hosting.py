@@ -5,9 +5,9 @@ task comes back in the start's answer and runs in the API process, with no trip 
 queue, and an activity that task schedules (a send recorded before it leaves) is handed back to it
 eagerly too. The two are the same worker: any of them may run any task.
 
-Actions of `KIND_QUEUE_REVISION` schedule their business activities on their kind's own queue
-(`kind_workers`: one worker per kind, its own slots and HTTP pool, settled.activities.lanes); the
-shared worker still runs them for earlier runs, and runs the in-task calls within their limits.
+Each kind also has a queue of its own (`kind_workers`: one worker per kind, its own slots and HTTP
+pool), where a business call goes when its kind has no more room on the shared worker
+(settled.activities.lanes).
 """
 
 from collections.abc import Collection, Iterable
@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import httpx
 from settled.activities.business import BusinessActivities
-from settled.activities.lanes import InTaskLimit, queue_slots
+from settled.activities.lanes import SharedLane, queue_slots
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.conversation import ConversationWorkflow
 from temporalio.client import Client
@@ -59,14 +59,14 @@ def build_worker(
     sandboxed: bool = False,
     served: Collection[str] | None = None,
 ) -> Worker:
-    """The shared worker: every workflow task, the in-task calls (at most `InTaskLimit`'s, and only of
-    the kinds in `served`, None: all), and the activities of runs recorded before the kinds' queues."""
+    """The shared worker: every workflow task, and the business calls each kind has room for here
+    (`SharedLane`; only of the kinds in `served`, None: all)."""
     return Worker(
         client,
         task_queue=TASK_QUEUE,
         workflows=WORKFLOWS,
         activities=BusinessActivities(http).all(),
-        interceptors=[InTaskLimit(served)],
+        interceptors=[SharedLane(served)],
         workflow_runner=workflow_runner(sandboxed),
         max_concurrent_activities=200,
         max_cached_workflows=cached_workflows,

@@ -27,13 +27,10 @@ VERSION_MEMO = "settled_version"
 # their idle period: the action's id is recorded durably with the start, and no workflow task runs
 # until something needs one (another action, a channel event) or the delay runs out, when the run
 # knows it has been idle since its start.
-# Actions of revision 5 (KIND_QUEUE_REVISION) schedule their business activities on their kind's own
-# task queue (`settled.identity.kind_task_queue`); earlier runs keep scheduling them on `settled`.
-CURRENT_REVISION = 5
+CURRENT_REVISION = 4
 PATCHED_REVISION = 2
 QUIET_REVISION = 3
 LAZY_REVISION = 4
-KIND_QUEUE_REVISION = 5
 Revision = Field(default=1, ge=1)
 
 

@@ -29,9 +29,9 @@ HERE = Path(__file__).parent
 # actions no longer signal their conversation (QUIET_REVISION) and number their changes in the memo;
 # `golden6-` since a new action starts its conversation lazily (LAZY_REVISION), with
 # `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out;
-# `golden7-` since actions schedule their business activities on their kind's own task queue
-# (KIND_QUEUE_REVISION), with `golden7-in-task-refused`: an in-task send refused by its kind's limit
-# (settled.activities.lanes), sent on the kind's queue instead.
+# `golden7-` since a business call whose kind has no more room on the shared worker is refused there
+# and sent on its kind's own task queue (settled.activities.lanes): `golden7-in-task-refused` (a send
+# inside the workflow task), `golden7-lane-full` (a send on the shared queue).
 GENERATION = "golden7"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
@@ -125,9 +125,18 @@ def lookup_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
 
 
 def in_task_refused(api: httpx.Client, _: Sandbox) -> str:
-    """A caller waits, but the kind allows no in-task call (max_in_flight 2): sent on its queue."""
+    """A caller waits, but the kind has no room on the shared worker (max_in_flight 2): the send inside
+    the workflow task is refused, and sent on the kind's own queue."""
     op = f"{GENERATION}-in-task-refused"
     create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id=CONVERSATION, wait=10)
+    wait_state(api, op, "confirmed")
+    return op
+
+
+def lane_full(api: httpx.Client, _: Sandbox) -> str:
+    """Nobody waits: the send on the shared queue is refused, and sent on the kind's own queue."""
+    op = f"{GENERATION}-lane-full"
+    create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id=CONVERSATION)
     wait_state(api, op, "confirmed")
     return op
 
@@ -152,8 +161,9 @@ SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     amended,
     early_404,
     in_task_refused,
+    lane_full,
 ]
-# The test kinds, and a booking kind whose cap leaves no room for an in-task call.
+# The test kinds, and a booking kind whose cap leaves it no room on the shared worker.
 KINDS = {
     **TEST_KINDS,
     "one_at_a_time": TEST_KINDS["room_booking"].but(requires_authorization=None, max_in_flight=2),
