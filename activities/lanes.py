@@ -20,7 +20,8 @@ from collections.abc import Collection
 from typing import Any
 
 from settled.activities.inputs import LANE_FULL
-from temporalio.exceptions import ApplicationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from settled.kinds import KindSpec
@@ -48,6 +49,7 @@ class SharedLane(Interceptor):
     def __init__(self, served: Collection[str] | None = None) -> None:
         self.served = None if served is None else frozenset(served)
         self.running: dict[str, int] = {}
+        self.by_type: dict[tuple[str, str], int] = {}  # (kind, activity type): for the gauge
         self.total = 0
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
@@ -75,11 +77,26 @@ class _Counting(ActivityInboundInterceptor):
                 f"{running} calls of {name} already run on this worker: sent on its own queue",
                 type=LANE_FULL,
                 non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,  # logged at DEBUG, not counted as a failure
             )
+        key = (name, activity.info().activity_type)
         lane.running[name] = running + 1
+        lane.by_type[key] = lane.by_type.get(key, 0) + 1
         lane.total += 1
+        _gauge(name, lane.by_type[key])
         try:
             return await super().execute_activity(input)
         finally:
             lane.running[name] -= 1
+            lane.by_type[key] -= 1
             lane.total -= 1
+            _gauge(name, lane.by_type[key])
+
+
+def _gauge(kind: str, value: int) -> None:
+    """`settled_shared_lane_in_flight{kind,activity_type}`: the kind's calls of that type on this
+    process's shared worker now (its own queue's: `temporal_worker_task_slots_used{task_queue=
+    "settled-kind-NAME"}`)."""
+    activity.metric_meter().create_gauge(
+        "settled_shared_lane_in_flight", "business calls of a kind running on the shared worker"
+    ).set(value, {"kind": kind})
