@@ -214,13 +214,13 @@ def test_a_worker_killed_with_full_slots_loses_nothing_and_sends_nothing_twice(
     assert booking_latencies(module_api, 1)
 
 
-def _pollers(stack: Stack, queue: str) -> set[str]:
+def _pollers(stack: Stack, queue: str, workflows: bool = False) -> set[str]:
+    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW if workflows else TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+
     async def ask() -> set[str]:
         client = await Client.connect(stack.temporal_address)
         request = DescribeTaskQueueRequest(
-            namespace="default",
-            task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            namespace="default", task_queue=TaskQueue(name=queue), task_queue_type=kind
         )
         response = await client.workflow_service.describe_task_queue(request)
         return {poller.identity for poller in response.pollers}
@@ -241,8 +241,9 @@ def test_a_worker_with_kinds_serves_only_their_queues(module_stack: Stack) -> No
             "the --kinds worker to poll its kind's queue",
         )
         assert not any(p.startswith(mine) for p in _pollers(module_stack, kind_task_queue(SLOW)))
-        assert "settled-kind-room_booking" in log.read_text()
-        assert "'settled'" not in log.read_text().split("polling", 1)[-1].splitlines()[0]
+        assert not any(p.startswith(mine) for p in _pollers(module_stack, "settled", workflows=True))
+        assert not any(p.startswith(mine) for p in _pollers(module_stack, "settled"))
+        assert "settled worker: polling 'settled-kind-room_booking' at" in log.read_text()
     finally:
         process.terminate()
         process.wait(10)
