@@ -12,6 +12,7 @@ from settled.bench.measures import Run
 from settled.bench.stats import summarize
 
 from settled.kinds import PLAIN_REFUND_PARAMS, KindSpec, Variant
+from settled.states import State
 
 DEGRADED = "refund_degraded"
 # The refund service as the degraded one: a `delay` fault makes it answer every create after
@@ -29,6 +30,18 @@ DEGRADED_KIND = Variant(
 TARGET_P95_RATIO = 1.5
 
 
+async def _healthy(run: Run, n: int) -> tuple[list[float], int]:
+    """`n` healthy actions one at a time (POST ?wait=10): each one's time to its answer, and how many
+    answers said confirmed (one that did not is timed all the same: that is what its caller waited)."""
+    samples, confirmed = [], 0
+    for _ in range(n):
+        operation_id = run.new_id("healthy")
+        elapsed, status = await measures.timed(lambda op=operation_id: run.create(op))
+        samples.append(elapsed)
+        confirmed += status is not None and status.state is State.CONFIRMED
+    return samples, confirmed
+
+
 async def _open_at_service(run: Run) -> int:
     rows = (await run.sandbox.get("/_sandbox/requests", params={"op": "create"})).json()["requests"]
     return sum(1 for row in rows if row["service"] == "refunds" and row["state"] == "in_flight")
@@ -40,7 +53,7 @@ async def bulkhead(run: Run, spec: KindSpec, degraded: int, answer_s: float, sam
     ones again while they are held."""
     from settled.activities.lanes import queue_slots
 
-    alone = await measures.durable_action(run, samples)
+    alone, alone_confirmed = await _healthy(run, samples)
     fault = await run.sandbox.post(
         "/_sandbox/faults",
         json={"service": "refunds", "op": "create", "mode": "delay", "delay_s": answer_s, "count": 0},
@@ -65,7 +78,7 @@ async def bulkhead(run: Run, spec: KindSpec, degraded: int, answer_s: float, sam
         while (held_before := await _open_at_service(run)) < full and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)  # a bounded poll of the sandbox, not a wait in a test
         beside_started = time.perf_counter()
-        beside = await measures.durable_action(run, samples)
+        beside, beside_confirmed = await _healthy(run, samples)
         beside_s = time.perf_counter() - beside_started
         held_after = await _open_at_service(run)
     finally:
@@ -87,6 +100,8 @@ async def bulkhead(run: Run, spec: KindSpec, degraded: int, answer_s: float, sam
         "beside_measured_in_s": round(beside_s, 2),
         "alone_ms": alone_s,
         "beside_ms": beside_s_,
+        "alone_confirmed": alone_confirmed,
+        "beside_confirmed": beside_confirmed,
         "p50_ratio": ratio("p50"),
         "p95_ratio": ratio("p95"),
         "p99_ratio": ratio("p99"),

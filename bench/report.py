@@ -126,9 +126,12 @@ def bulkhead_rows(results: dict[str, Any]) -> list[list[str]]:
         f"({b['open_at_service_before']}-{b['open_at_service_after']} open at its service)"
     )
     rows = []
-    for name, s in (("alone", b["alone_ms"]), (beside, b["beside_ms"])):
+    for name, s, confirmed in (
+        ("alone", b["alone_ms"], b["alone_confirmed"]),
+        (beside, b["beside_ms"], b["beside_confirmed"]),
+    ):
         percentiles = [f"{s[q]:.1f}" for q in ("p50", "p95", "p99")]
-        rows.append([f"healthy kind, {name}", *percentiles, str(s["n"])])
+        rows.append([f"healthy kind, {name}", *percentiles, f"{s['n']} ({confirmed} confirmed in the wait)"])
     ratios = [_ratio(b[f"{q}_ratio"]) for q in ("p50", "p95", "p99")]
     rows.append(["beside / alone", *ratios, f"target p95 ≤ {BULKHEAD_P95_RATIO:g}x: {_bulkhead_verdict(b)}"])
     return rows

@@ -45,6 +45,7 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     assert "targets (docs/performance.md)" in run.stdout
     bulkhead = results["bulkhead"]
     assert bulkhead["alone_ms"]["n"] == bulkhead["beside_ms"]["n"] == sizes["bulkhead_samples"]
+    assert bulkhead["alone_confirmed"] == bulkhead["beside_confirmed"] == sizes["bulkhead_samples"]
     assert bulkhead["degraded_duplicates"] == 0
 
 
@@ -63,6 +64,7 @@ def test_the_bulkhead_step_runs_alone(tmp_path: Path) -> None:
     bulkhead = document["results"]["bulkhead"]
     sizes = document["sizes"]
     assert bulkhead["alone_ms"]["n"] == bulkhead["beside_ms"]["n"] == sizes["bulkhead_samples"]
+    assert bulkhead["alone_confirmed"] == bulkhead["beside_confirmed"] == sizes["bulkhead_samples"]
     assert bulkhead["open_at_service_before"] > 0  # measured while the degraded kind's requests were held
     assert bulkhead["p95_ratio"] is not None
     assert bulkhead["degraded_final_states"] == {"confirmed": sizes["bulkhead_degraded"]}
