@@ -5,8 +5,9 @@ service's deduplication nor in Temporal.
 """
 
 TASK_QUEUE = "settled"
-# Each kind's business activities have a task queue of their own (its bulkhead): its own worker slots,
-# its own backlog, so a slow service holds back only its own kind (docs/deployment.md).
+# Each kind has a task queue of its own (its bulkhead) for the business calls beyond its share of the
+# shared worker: its own worker slots, its own backlog, so a slow service holds back only its own kind
+# (settled.activities.lanes, docs/deployment.md).
 KIND_QUEUE_PREFIX = "settled-kind-"
 
 

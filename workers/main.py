@@ -1,8 +1,9 @@
 """`settled worker`: polls its task queues until SIGINT/SIGTERM, then drains and exits.
 
-It serves the workflow queue (`settled`: every workflow task, the in-task calls) and each kind's own
-queue (its business activities, settled.activities.lanes); `--kinds a,b` serves only those kinds' queues
-(and runs in-task calls of those kinds only), `--no-workflows` leaves the workflow queue to others.
+It serves the shared queue (`settled`: every workflow task, and each kind's business calls up to its
+share) and each kind's own queue (its calls beyond that, settled.activities.lanes); `--kinds a,b`
+serves only those kinds' queues (and runs only their calls on its shared worker), `--no-workflows`
+leaves the shared queue to others.
 """
 
 import asyncio
