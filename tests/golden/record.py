@@ -28,11 +28,8 @@ HERE = Path(__file__).parent
 # revision, whose runs take the patched paths without recording patch markers; `golden5-` since
 # actions no longer signal their conversation (QUIET_REVISION) and number their changes in the memo;
 # `golden6-` since a new action starts its conversation lazily (LAZY_REVISION), with
-# `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out;
-# `golden7-` since a business call whose kind has no more room on the shared worker is refused there
-# and sent on its kind's own task queue (settled.activities.lanes): `golden7-in-task-refused` (a send
-# inside the workflow task), `golden7-lane-full` (a send on the shared queue).
-GENERATION = "golden7"
+# `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out.
+GENERATION = "golden6"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
 # Its idle period, short enough to record (the real one is 30 days).
@@ -124,23 +121,6 @@ def lookup_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
     return op
 
 
-def in_task_refused(api: httpx.Client, _: Sandbox) -> str:
-    """A caller waits, but the kind has no room on the shared worker (max_in_flight 2): the send inside
-    the workflow task is refused, and sent on the kind's own queue."""
-    op = f"{GENERATION}-in-task-refused"
-    create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id=CONVERSATION, wait=10)
-    wait_state(api, op, "confirmed")
-    return op
-
-
-def lane_full(api: httpx.Client, _: Sandbox) -> str:
-    """Nobody waits: the send on the shared queue is refused, and sent on the kind's own queue."""
-    op = f"{GENERATION}-lane-full"
-    create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id=CONVERSATION)
-    wait_state(api, op, "confirmed")
-    return op
-
-
 def early_404(api: httpx.Client, sandbox: Sandbox) -> str:
     """A service without deduplication, a request not applied, a 404 soon after: recorded before the
     commit horizon this re-sends at once; after it, the 404 waits for the horizon (patch commit-horizon)."""
@@ -160,14 +140,7 @@ SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     cancel_in_flight,
     amended,
     early_404,
-    in_task_refused,
-    lane_full,
 ]
-# The test kinds, and a booking kind whose cap leaves it no room on the shared worker.
-KINDS = {
-    **TEST_KINDS,
-    "one_at_a_time": TEST_KINDS["room_booking"].but(requires_authorization=None, max_in_flight=2),
-}
 
 
 async def export(stack: Stack, workflow_ids: list[str]) -> None:
@@ -182,7 +155,7 @@ async def export(stack: Stack, workflow_ids: list[str]) -> None:
 def main() -> None:
     with (
         tempfile.TemporaryDirectory() as folder,
-        Stack.on_free_ports(Path(folder), KINDS, ui=False).running() as stack,
+        Stack.on_free_ports(Path(folder), TEST_KINDS, ui=False).running() as stack,
     ):
         with (
             httpx.Client(base_url=stack.api_url, timeout=30) as api,
@@ -204,5 +177,33 @@ def main() -> None:
         asyncio.run(export(stack, ids))
 
 
+# Recorded apart from the generations (`python -m tests.golden.record bulkheads`): a call refused on
+# the shared worker because its kind had no more room there (settled.activities.lanes), then sent on
+# the kind's own queue: inside the workflow task (`bulkheads-in-task-refused`), or on the shared queue
+# (`bulkheads-lane-full`). The kind's cap (max_in_flight 2) leaves it no room on the shared worker.
+BULKHEAD_KINDS = {
+    "one_at_a_time": TEST_KINDS["room_booking"].but(requires_authorization=None, max_in_flight=2)
+}
+
+
+def record_bulkheads() -> None:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        Stack.on_free_ports(Path(folder), BULKHEAD_KINDS, ui=False).running() as stack,
+        httpx.Client(base_url=stack.api_url, timeout=30) as api,
+    ):
+        ops = []
+        for op, wait in (("bulkheads-in-task-refused", 10), ("bulkheads-lane-full", None)):
+            create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id="bulkheads", wait=wait)
+            wait_state(api, op, "confirmed")
+            ops.append(op)
+        asyncio.run(export(stack, [action_workflow_id(None, op) for op in ops]))
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:] == ["bulkheads"]:
+        record_bulkheads()
+    else:
+        main()

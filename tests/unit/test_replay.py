@@ -153,28 +153,3 @@ def test_a_lazy_conversation_was_recorded_on_its_lazy_path() -> None:
     ]
     assert timers == ["1s"]
     assert events[-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
-
-
-def test_a_call_refused_on_the_shared_worker_is_sent_on_its_kinds_queue() -> None:
-    """golden7-in-task-refused and golden7-lane-full: their kind had no room on the shared worker
-    (settled.activities.lanes), so the send inside the workflow task (a failed local-activity marker),
-    or on the shared queue (a failed activity), was refused before anything was sent, and the send went
-    to the kind's own queue. Other calls stay on the shared queue, as every earlier generation's did."""
-
-    def events(name: str) -> list[dict]:  # type: ignore[type-arg]
-        return json.loads((GOLDEN / f"{name}.json").read_text())["events"]
-
-    def queues(name: str) -> list[str]:
-        return [
-            e["activityTaskScheduledEventAttributes"]["taskQueue"]["name"]
-            for e in events(name)
-            if "activityTaskScheduledEventAttributes" in e
-        ]
-
-    assert set(queues("golden6-lost")) == set(queues("golden7-lost")) == {"settled"}
-    markers = [e for e in events("golden7-in-task-refused") if "markerRecordedEventAttributes" in e]
-    assert len(markers) == 1 and "KindLaneFull" in json.dumps(markers[0])
-    assert queues("golden7-in-task-refused") == ["settled-kind-one_at_a_time"]
-    assert queues("golden7-lane-full") == ["settled", "settled-kind-one_at_a_time"]
-    failed = [e for e in events("golden7-lane-full") if "activityTaskFailedEventAttributes" in e]
-    assert len(failed) == 1 and "KindLaneFull" in json.dumps(failed[0])
