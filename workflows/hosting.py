@@ -66,7 +66,6 @@ def build_worker(
         task_queue=TASK_QUEUE,
         workflows=WORKFLOWS,
         activities=BusinessActivities(http).all(),
-        interceptors=[SharedLane(served)],
         workflow_runner=workflow_runner(sandboxed),
         max_concurrent_activities=200,
         max_cached_workflows=cached_workflows,
@@ -74,6 +73,7 @@ def build_worker(
         # to any worker after this long, not after the SDK's 10 s: reads of it stall that long.
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
+        interceptors=[SharedLane(served)],
     )
 
 
