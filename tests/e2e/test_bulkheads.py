@@ -159,7 +159,7 @@ def test_a_slow_kinds_backlog_leaves_other_kinds_at_their_usual_latency(
     queued = [a for a in (module_api.get(f"/v1/actions/{i}").json() for i in ids) if a["state"] == "running"]
     assert len(queued) == len(ids), "every slow action is still in progress while its requests are held"
     # Their usual latency, with room for this shared machine's noise: not the slow service's 20 s.
-    assert max(beside) < max(2.0, 4 * max(alone)), (alone, beside)
+    assert max(beside) < max(3.0, 4 * max(alone)), (alone, beside)
     assert sorted(beside)[len(beside) // 2] < max(1.0, 3 * sorted(alone)[len(alone) // 2]), (alone, beside)
     settle_all(module_api, truth, fault, ids)
 
@@ -182,7 +182,7 @@ def test_in_task_calls_of_a_slow_kind_fall_back_to_its_queue_within_the_cap(
         beside = booking_latencies(module_api, 5)
         peak = len(held(truth))
         assert peak <= queue_slots(spec) + 2 * shared_budget(spec), peak
-        assert max(beside) < 3.0, beside
+        assert max(beside) < 5.0, beside
         settle_all(module_api, truth, fault, ids)
         for call in calls:
             assert call.result().status_code in (200, 201)
