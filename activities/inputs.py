@@ -3,6 +3,7 @@
 from typing import Any
 
 from pydantic import BaseModel
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from settled.kinds import KindSpec
 
@@ -20,3 +21,12 @@ class BusinessCall(BaseModel):
 DISPATCH = "dispatch"
 LOOKUP = "lookup"
 COMPENSATE = "compensate"
+# A business call refused by the shared worker (`settled.activities.lanes.SharedLane`): nothing was sent.
+LANE_FULL = "KindLaneFull"
+
+
+def lane_full(error: ActivityError | ApplicationError) -> bool:
+    """Whether the shared worker refused a call (its kind has no more room there): send it on the kind's
+    own queue. (A local activity's failure reaches the workflow as raised, not as an ActivityError.)"""
+    cause = error.cause if isinstance(error, ActivityError) else error
+    return isinstance(cause, ApplicationError) and cause.type == LANE_FULL

@@ -4,10 +4,17 @@ import logging
 import time
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from settled.api.strict import PATH_IDS, is_identifier
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from temporalio.runtime import BUFFERED_METRIC_KIND_COUNTER, MetricBuffer
+from temporalio.runtime import BUFFERED_METRIC_KIND_COUNTER, BUFFERED_METRIC_KIND_GAUGE, MetricBuffer
 
 log = logging.getLogger("settled.api.requests")
 router = APIRouter(tags=["metrics"])
@@ -39,13 +46,24 @@ class HostedWorkerCounters:
         self.buffer = MetricBuffer(buffer_size=100_000)
         self._registry = registry
         self._counters: dict[str, Counter] = {}
+        self._gauges: dict[str, Gauge] = {}
 
     def drain(self) -> None:
         for update in self.buffer.retrieve_updates():
             metric = update.metric
-            if metric.kind != BUFFERED_METRIC_KIND_COUNTER or not metric.name.startswith("settled_"):
+            if not metric.name.startswith("settled_"):
                 continue  # the SDK's own series stay with the `settled worker` processes' exporter
             names = sorted(update.attributes)
+            if metric.kind == BUFFERED_METRIC_KIND_GAUGE:  # settled_shared_lane_in_flight{kind}
+                gauge = self._gauges.get(metric.name)
+                if gauge is None:
+                    description = metric.description or metric.name
+                    gauge = Gauge(metric.name, description, names, registry=self._registry)
+                    self._gauges[metric.name] = gauge
+                gauge.labels(**{name: str(update.attributes[name]) for name in names}).set(update.value)
+                continue
+            if metric.kind != BUFFERED_METRIC_KIND_COUNTER:
+                continue
             counter = self._counters.get(metric.name)
             if counter is None:
                 counter = Counter(

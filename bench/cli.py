@@ -1,4 +1,5 @@
-"""`settled bench [--tiny] [--out DIR]`: start a stack, measure, print the tables, write JSON."""
+"""`settled bench [--tiny] [--out DIR] [--only bulkhead]`: start a stack, measure, print the tables,
+write JSON."""
 
 import argparse
 import json
@@ -8,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from settled.bench.measures import Sizes
 from settled.bench.report import markdown, rich_tables
-from settled.bench.runner import run_bench
+from settled.bench.runner import STEPS, run_bench
 
 from settled.stack import SQLITE_PRAGMAS
 
@@ -51,6 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=1, help="worker processes on the task queue")
     parser.add_argument("--loads", type=_sizes, help="burst sizes, comma-separated (default 10,100,1000)")
+    parser.add_argument("--only", choices=STEPS, default="all", help="run one step alone (after a warm-up)")
+    parser.add_argument(
+        "--degraded", type=int, help="bulkhead step: the degraded kind's actions requested (default 600)"
+    )
+    parser.add_argument(
+        "--answer-s", type=float, help="bulkhead step: seconds its service takes to answer (default 30)"
+    )
+    parser.add_argument("--bulkhead-samples", type=int, help="bulkhead step: healthy calls alone and beside")
     args = parser.parse_args(argv)
     sizes = Sizes.tiny() if args.tiny else Sizes()
     if args.throughput_s is not None:
@@ -59,13 +68,20 @@ def main(argv: list[str] | None = None) -> int:
         sizes = replace(sizes, sequential=args.sequential)
     if args.loads is not None:
         sizes = replace(sizes, loads=args.loads)
+    for name, value in (
+        ("bulkhead_degraded", args.degraded),
+        ("bulkhead_answer_s", args.answer_s),
+        ("bulkhead_samples", args.bulkhead_samples),
+    ):
+        if value is not None:
+            sizes = replace(sizes, **{name: value})
     extra_env = dict(args.env)
 
     console = Console(stderr=True)
     pragmas = SQLITE_PRAGMAS
     if args.sqlite_pragmas is not None:
         pragmas = tuple(filter(None, args.sqlite_pragmas.split(",")))
-    document = run_bench(sizes, lambda line: console.log(line), extra_env, pragmas, args.workers)
+    document = run_bench(sizes, lambda line: console.log(line), extra_env, pragmas, args.workers, args.only)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     (args.out / "results.md").write_text(markdown(document) + "\n")

@@ -37,6 +37,11 @@ class Sizes:
     waiting: int = 1000  # actions waiting (on authorization) when memory is read
     idle_streams: int = 100  # open SSE streams on which nothing changes, while CPU is read
     idle_stream_s: float = 10.0
+    # The bulkhead step: a degraded kind's actions requested, its service answering after this long,
+    # and the healthy kind's samples alone and beside them (bench.bulkhead).
+    bulkhead_degraded: int = 600
+    bulkhead_answer_s: float = 30.0
+    bulkhead_samples: int = 100
 
     @classmethod
     def tiny(cls) -> "Sizes":
@@ -51,6 +56,9 @@ class Sizes:
             waiting=10,
             idle_streams=5,
             idle_stream_s=2.0,
+            bulkhead_degraded=20,
+            bulkhead_answer_s=5.0,
+            bulkhead_samples=5,
         )
 
 

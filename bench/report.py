@@ -19,6 +19,7 @@ FLOOR_TARGETS = [
     ("throughput / floor's, same callers", "throughput", 0.75, False),
 ]
 MAX_WORKER_RSS_MB = 300.0
+BULKHEAD_P95_RATIO = 1.5
 MAX_IDLE_STREAMS_API_PERCENT = 2.0
 
 
@@ -94,6 +95,16 @@ def verdicts(results: dict[str, Any]) -> list[list[str]]:
             "met" if api_share < MAX_IDLE_STREAMS_API_PERCENT else "not met",
         ]
     )
+    if "bulkhead" in results:
+        b = results["bulkhead"]
+        rows.append(
+            [
+                f"healthy kind's p95 beside {b['degraded_requested']} held of a degraded kind / alone",
+                _ratio(b["p95_ratio"]),
+                f"≤ {BULKHEAD_P95_RATIO:g}x",
+                _bulkhead_verdict(b),
+            ]
+        )
     memory = results["memory"]
     worker = memory["worker"]["peak_rss_mb"]
     rows.append(
@@ -107,12 +118,48 @@ def verdicts(results: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def bulkhead_rows(results: dict[str, Any]) -> list[list[str]]:
+    """The healthy kind's POST ?wait=10 alone and beside the degraded kind's held requests."""
+    b = results["bulkhead"]
+    beside = (
+        f"beside {b['degraded_requested']} requested of a kind answered after {b['answer_after_s']:g} s "
+        f"({b['open_at_service_before']}-{b['open_at_service_after']} open at its service)"
+    )
+    rows = []
+    for name, s, confirmed in (
+        ("alone", b["alone_ms"], b["alone_confirmed"]),
+        (beside, b["beside_ms"], b["beside_confirmed"]),
+    ):
+        percentiles = [f"{s[q]:.1f}" for q in ("p50", "p95", "p99")]
+        rows.append([f"healthy kind, {name}", *percentiles, f"{s['n']} ({confirmed} confirmed in the wait)"])
+    ratios = [_ratio(b[f"{q}_ratio"]) for q in ("p50", "p95", "p99")]
+    rows.append(["beside / alone", *ratios, f"target p95 ≤ {BULKHEAD_P95_RATIO:g}x: {_bulkhead_verdict(b)}"])
+    return rows
+
+
+def _bulkhead_verdict(b: dict[str, Any]) -> str:
+    return "met" if b["p95_ratio"] is not None and b["p95_ratio"] <= BULKHEAD_P95_RATIO else "not met"
+
+
+BULKHEAD_HEADER = ["bulkhead", "p50 ms", "p95 ms", "p99 ms", "n"]
 LATENCY_HEADER = ["", "p50 ms", "p95 ms", "p99 ms", "p50 over its bare call, ms", "n"]
 TARGET_HEADER = ["target", "measured", "target", ""]
 
 
+def _rich(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in header:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def rich_tables(document: dict[str, Any]) -> list[Table]:
     results = document["results"]
+    bulkhead = [_rich("bulkhead", BULKHEAD_HEADER, bulkhead_rows(results))] if "bulkhead" in results else []
+    if "bare_call_ms" not in results:  # --only bulkhead
+        return bulkhead
     latency = Table(title="latency", title_justify="left")
     for column in LATENCY_HEADER:
         latency.add_column(column, justify="left" if not column else "right")
@@ -123,7 +170,7 @@ def rich_tables(document: dict[str, Any]) -> list[Table]:
         targets.add_column(column)
     for row in verdicts(results):
         targets.add_row(*row)
-    return [latency, targets]
+    return [latency, targets, *bulkhead]
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -136,12 +183,18 @@ def markdown(document: dict[str, Any]) -> str:
     """The tables of one run, for docs/performance.md."""
     about = document["machine"]
     results = document["results"]
+    machine_line = (
+        f"Machine: {about['cpu']}, {about['cores']} cores, Python {about['python']}; "
+        f"load average at start {about['load_average_at_start']}."
+    )
+    bulkhead = [_markdown_table(BULKHEAD_HEADER, bulkhead_rows(results))] if "bulkhead" in results else []
+    if "bare_call_ms" not in results:  # --only bulkhead
+        return "\n\n".join([machine_line, *bulkhead])
     memory = results["memory"]
     cpu = ", ".join(f"{name} {ms:g}" for name, ms in results["cpu_ms_per_action"].items())
     return "\n\n".join(
         [
-            f"Machine: {about['cpu']}, {about['cores']} cores, Python {about['python']}; "
-            f"load average at start {about['load_average_at_start']}.",
+            machine_line,
             _markdown_table(LATENCY_HEADER, latency_rows(results)),
             _markdown_table(TARGET_HEADER, verdicts(results)),
             f"Resident memory with {memory['waiting_actions']} actions waiting (peak): worker "
@@ -149,6 +202,7 @@ def markdown(document: dict[str, Any]) -> str:
             f"server {memory['temporal']['peak_rss_mb']:g} MB. CPU per action during the throughput run "
             f"(ms): {cpu}. Floor, CPU per action (ms): {_floor_cpu(results)}. Sandbox records: "
             f"{results['sandbox_records']['total']}, duplicates {results['sandbox_records']['duplicates']}.",
+            *bulkhead,
         ]
     )
 

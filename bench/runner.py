@@ -11,12 +11,13 @@ from typing import Any
 
 import httpx
 from settled.bench import measures
+from settled.bench.bulkhead import DEGRADED, DEGRADED_KIND, bulkhead
 from settled.bench.floor import floor_worker
 from settled.bench.measures import Run, Sizes
 from settled.bench.stats import summarize
 
 from settled.client import SettledClient
-from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
+from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant, load_kinds
 from settled.stack import SQLITE_PRAGMAS, Stack
 
 NOT_DEDUPLICATED = "refund_nodedup"
@@ -48,7 +49,9 @@ BENCH_KINDS: dict[str, Variant] = {
             "idempotency_header": None,
         },
     ),
+    DEGRADED: DEGRADED_KIND,  # the bulkhead step's degraded kind (bench.bulkhead)
 }
+STEPS = ("all", "bulkhead")
 
 
 def rss_mb(pid: int) -> dict[str, float]:
@@ -110,7 +113,7 @@ def machine() -> dict[str, Any]:
 Progress = Callable[[str], None]
 
 
-async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, Any]:
+async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "all") -> dict[str, Any]:
     limits = httpx.Limits(
         max_connections=max(*sizes.loads, sizes.idle_streams) + 50, max_keepalive_connections=200
     )
@@ -133,6 +136,9 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
         # Warm up every path (connections, imports, the workers' caches) before counting.
         await measures.bare_call(run, 5)
         await measures.durable_action(run, 5)
+        if only == "bulkhead":
+            results["bulkhead"] = await step("bulkhead", lambda: _bulkhead(run, stack, sizes))
+            return results
         await measures.durable_action(run, 5, kind=NOT_DEDUPLICATED)
         await measures.floor_actions(floor, 5, deduplicated=True)
         await measures.floor_actions(floor, 5, deduplicated=False)
@@ -234,7 +240,15 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress) -> dict[str, A
         }
         keys = [row["key"] for row in await run.records()]
         results["sandbox_records"] = {"total": len(keys), "duplicates": len(keys) - len(set(keys))}
+        # Last: its degraded service is the refund service the other steps use.
+        results["bulkhead"] = await step("bulkhead", lambda: _bulkhead(run, stack, sizes))
         return results
+
+
+async def _bulkhead(run: Run, stack: Stack, sizes: Sizes) -> dict[str, Any]:
+    spec = load_kinds(stack.config).get(DEGRADED)
+    assert spec is not None
+    return await bulkhead(run, spec, sizes.bulkhead_degraded, sizes.bulkhead_answer_s, sizes.bulkhead_samples)
 
 
 async def _idle_stream_cost(run: Run, stack: Stack, in_flight: list[str], sizes: Sizes) -> dict[str, Any]:
@@ -273,6 +287,7 @@ def run_bench(
     extra_env: dict[str, str] | None = None,
     sqlite_pragmas: tuple[str, ...] = SQLITE_PRAGMAS,
     workers: int = 1,
+    only: str = "all",
 ) -> dict[str, Any]:
     """Start a stack, measure, stop it. The result carries the machine and the settings it ran with."""
     about = {
@@ -292,5 +307,5 @@ def run_bench(
             workers=workers,
         )
         with stack.running():
-            results = asyncio.run(measure(stack, sizes, progress))
+            results = asyncio.run(measure(stack, sizes, progress, only))
     return {"machine": about, "sizes": sizes.__dict__, "results": results}

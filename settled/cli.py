@@ -36,7 +36,18 @@ def _parts(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     server.add_argument("--temporal-port", type=int, default=7233)
     server.add_argument("--ui-port", type=int, default=8233)
 
-    sub.add_parser("worker", help="the worker alone")
+    worker = sub.add_parser("worker", help="the worker alone")
+    worker.add_argument(
+        "--kinds",
+        default=None,
+        metavar="A,B",
+        help="serve only these kinds' task queues (default: every kind in the kinds file)",
+    )
+    worker.add_argument(
+        "--no-workflows",
+        action="store_true",
+        help="leave the workflow task queue to other workers: serve only the kinds' queues",
+    )
     api = sub.add_parser("api", help="the channel API alone")
     api.add_argument("--api-port", type=int, default=8000)
     # Loopback by default; a container needs 0.0.0.0 for its published port to reach the API.

@@ -39,7 +39,13 @@ from settled.changes import action_changes, current, snapshot
 from settled.codec import data_converter
 from settled.config import Settings
 from settled.handoff import Channels, Handoff, build_handoff
-from settled.identity import TASK_QUEUE, action_workflow_id, conversation_workflow_id, operation_key
+from settled.identity import (
+    TASK_QUEUE,
+    action_workflow_id,
+    conversation_workflow_id,
+    kind_task_queue,
+    operation_key,
+)
 from settled.kept import kept_from_history
 from settled.kinds import Kinds
 from settled.machine import NewAction
@@ -688,19 +694,25 @@ class Gateway:
     # -- health --------------------------------------------------------------------------------
 
     async def worker_polling(self) -> bool:
+        """Whether a worker polls every task queue settled uses: the workflow queue and each kind's own
+        (its business activities). The queues are described at once, not one after another."""
         from temporalio.api.enums.v1 import TaskQueueType
         from temporalio.api.taskqueue.v1 import TaskQueue
         from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-        request = DescribeTaskQueueRequest(
-            namespace=self.settings.namespace,
-            task_queue=TaskQueue(name=TASK_QUEUE),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-        response = await self.client.workflow_service.describe_task_queue(
-            request, timeout=timedelta(seconds=2)
-        )
-        return bool(response.pollers)
+        async def polled(name: str, kind: "TaskQueueType.ValueType") -> bool:
+            request = DescribeTaskQueueRequest(
+                namespace=self.settings.namespace, task_queue=TaskQueue(name=name), task_queue_type=kind
+            )
+            response = await self.client.workflow_service.describe_task_queue(
+                request, timeout=timedelta(seconds=2)
+            )
+            return bool(response.pollers)
+
+        queues = [polled(TASK_QUEUE, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)] + [
+            polled(kind_task_queue(spec.name), TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY) for spec in self.kinds
+        ]
+        return all(await asyncio.gather(*queues))
 
     # -- error mapping -------------------------------------------------------------------------
 

@@ -5,6 +5,14 @@ service's deduplication nor in Temporal.
 """
 
 TASK_QUEUE = "settled"
+# Each kind has a task queue of its own (its bulkhead) for the business calls beyond its share of the
+# shared worker: its own worker slots, its own backlog, so a slow service holds back only its own kind
+# (settled.activities.lanes, docs/deployment.md).
+KIND_QUEUE_PREFIX = "settled-kind-"
+
+
+def kind_task_queue(kind: str) -> str:
+    return f"{KIND_QUEUE_PREFIX}{kind}"
 
 
 def operation_key(tenant: str | None, operation_id: str) -> str:

@@ -185,6 +185,8 @@ class KindSpec(_Strict):
     keep_open_after_settled_s: float = Field(default=7 * 86400.0, gt=0)
     # Params are redacted this long after the action settled (None: kept).
     redact_params_after_s: float | None = Field(default=None, ge=0)
+    # The most requests of this kind open at its service at once, per worker process (docs/deployment.md).
+    max_in_flight: int = Field(default=50, ge=1, le=10000)
 
     @field_validator("name")
     @classmethod

@@ -76,15 +76,30 @@ def server(args: argparse.Namespace) -> None:
     sys.exit(process.wait())
 
 
-def worker(_: argparse.Namespace) -> None:
+def worker(args: argparse.Namespace) -> None:
     from settled.workers.main import main
 
     settings = Settings.from_env()
     # The worker runs each action on the kinds copied into it, but a deployment whose kinds file is
     # missing or broken is broken: it fails here, at start-up, as the API does, not at the first request;
-    # so does one whose handlers do not import or whose secrets are not set.
-    _, handlers = prepare(load_kinds(settings.kinds_file("worker"), settings.sandbox_url), sends=True)
-    main(settings, handlers)
+    # so does one whose handlers do not import or whose secrets are not set (those of the kinds it serves).
+    kinds = load_kinds(settings.kinds_file("worker"), settings.sandbox_url)
+    served = list(kinds)
+    if args.kinds is not None:
+        names = [name.strip() for name in args.kinds.split(",") if name.strip()]
+        unknown = [name for name in names if kinds.get(name) is None]
+        if not names or unknown:
+            problem = f"unknown kind {', '.join(unknown)}" if unknown else "no kind named"
+            print(
+                f"settled: --kinds {args.kinds!r}: {problem} (the kinds file {kinds.source} has "
+                f"{', '.join(kinds.names())})",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+        served = [spec for spec in served if spec.name in names]
+    names = [spec.name for spec in served]
+    kinds, handlers = prepare(kinds, sends=True, serving=names)
+    main(settings, [spec for spec in kinds if spec.name in names], handlers, workflows=not args.no_workflows)
 
 
 def api(args: argparse.Namespace) -> None:

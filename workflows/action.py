@@ -30,7 +30,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from settled.activities.business import BusinessActivities
-    from settled.activities.inputs import BusinessCall
+    from settled.activities.inputs import BusinessCall, lane_full
     from settled.workflows.messages import (
         PATCHED_REVISION,
         QUIET_REVISION,
@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from settled import visibility
-    from settled.identity import conversation_workflow_id
+    from settled.identity import conversation_workflow_id, kind_task_queue
     from settled.machine import ActionRecord, ControlRefused
     from settled.models import ActionStatus
     from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
@@ -192,8 +192,11 @@ class ActionWorkflow:
         summary: str,
         lost: Callable[[str], T],
     ) -> T:
-        """Run a business activity; `lost` says what it means if it never finished (worker died, timeout)."""
+        """Run a business activity; `lost` says what it means if it never finished (worker died, timeout).
+        Inside the workflow task or on the shared queue (eagerly, where it can) while its kind has room
+        there; refused (nothing sent: `lane_full`), on its kind's own queue (settled.activities.lanes)."""
         timeout = timedelta(seconds=self._record.kind.timeout_s + 5)
+        queue = None
         try:
             if self._record.in_task(activity.__name__, workflow.now()):
                 self._calling_in_task = True
@@ -205,17 +208,28 @@ class ActionWorkflow:
                         retry_policy=retry,
                         summary=summary,
                     )
+                except (ActivityError, ApplicationError) as error:
+                    if not lane_full(error):
+                        raise
+                    queue = kind_task_queue(self._record.kind.name)
                 finally:
                     self._calling_in_task = False
-            # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
-            return await workflow.execute_activity_method(
-                activity,
-                self._call(),
-                start_to_close_timeout=timeout,
-                retry_policy=retry,
-                summary=summary,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            )
+            while True:
+                try:
+                    # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
+                    return await workflow.execute_activity_method(
+                        activity,
+                        self._call(),
+                        start_to_close_timeout=timeout,
+                        retry_policy=retry,
+                        summary=summary,
+                        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                        task_queue=queue,
+                    )
+                except ActivityError as error:
+                    if queue is not None or not lane_full(error):
+                        raise
+                    queue = kind_task_queue(self._record.kind.name)
         except ActivityError as error:
             return lost(str(error.cause))
 

@@ -4,20 +4,27 @@ The API hosts one on its own client so that Temporal can start an action eagerly
 task comes back in the start's answer and runs in the API process, with no trip through the task
 queue, and an activity that task schedules (a send recorded before it leaves) is handed back to it
 eagerly too. The two are the same worker: any of them may run any task.
+
+Each kind also has a queue of its own (`kind_workers`: one worker per kind, its own slots and HTTP
+pool), where a business call goes when its kind has no more room on the shared worker
+(settled.activities.lanes).
 """
 
+from collections.abc import Collection, Iterable
 from datetime import timedelta
 from typing import Any
 
 import httpx
 from settled.activities.business import BusinessActivities
+from settled.activities.lanes import SharedLane, queue_slots
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.conversation import ConversationWorkflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from settled.identity import TASK_QUEUE
+from settled.identity import TASK_QUEUE, kind_task_queue
+from settled.kinds import KindSpec
 
 WORKFLOWS = [ActionWorkflow, ConversationWorkflow]
 STICKY_TIMEOUT = timedelta(seconds=3)
@@ -53,8 +60,11 @@ def build_worker(
     handlers: dict[str, Any] | None = None,
     cached_workflows: int = 500,
     sandboxed: bool = False,
+    served: Collection[str] | None = None,
 ) -> Worker:
-    """`handlers`: the imported handler of each code kind (settled.business.startup.prepare)."""
+    """The shared worker: every workflow task, and the business calls each kind has room for here
+    (`SharedLane`; only of the kinds in `served`, None: all). `handlers`: the imported handler of each
+    code kind (settled.business.startup.prepare)."""
     return Worker(
         client,
         task_queue=TASK_QUEUE,
@@ -67,4 +77,38 @@ def build_worker(
         # to any worker after this long, not after the SDK's 10 s: reads of it stall that long.
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
+        interceptors=[SharedLane(served)],
     )
+
+
+def kind_http(kind: KindSpec) -> httpx.AsyncClient:
+    """The kind's own connection pool: as many connections as its queue has slots."""
+    slots = queue_slots(kind)
+    return httpx.AsyncClient(limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
+
+
+def kind_worker(
+    client: Client, kind: KindSpec, http: httpx.AsyncClient, handlers: dict[str, Any] | None = None
+) -> Worker:
+    """The worker of one kind's queue: its business activities only, `queue_slots(kind)` at once; the
+    rest of its backlog waits in Temporal, durably, holding nothing here."""
+    slots = queue_slots(kind)
+    return Worker(
+        client,
+        task_queue=kind_task_queue(kind.name),
+        activities=BusinessActivities(http, handlers).all(),
+        max_concurrent_activities=slots,
+        max_concurrent_activity_task_polls=min(5, slots),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+
+
+def kind_workers(
+    client: Client, kinds: Iterable[KindSpec], handlers: dict[str, Any] | None = None
+) -> list[tuple[Worker, httpx.AsyncClient]]:
+    """One worker and one HTTP pool per kind; close each pool after its worker has stopped."""
+    pairs = []
+    for kind in kinds:
+        http = kind_http(kind)
+        pairs.append((kind_worker(client, kind, http, handlers), http))
+    return pairs

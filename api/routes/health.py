@@ -1,4 +1,4 @@
-"""`GET /healthz`: ready once Temporal answers and a worker polls the task queue."""
+"""`GET /healthz`: ready once Temporal answers and workers poll every task queue (workflows', kinds')."""
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -21,6 +21,7 @@ async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "unavailable", "detail": type(error).__name__}, status_code=503)
     if not polling:
         return JSONResponse(
-            {"status": "unavailable", "detail": "no worker polls the task queue"}, status_code=503
+            {"status": "unavailable", "detail": "no worker polls a task queue (the workflows' or a kind's)"},
+            status_code=503,
         )
     return JSONResponse({"status": "ok"})

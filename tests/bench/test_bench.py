@@ -43,3 +43,30 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     assert set(idle["streams_cost_percent"]) == set(idle["baseline_core_percent"]) >= {"api", "temporal"}
     assert "overhead p50 / floor's" in (out / "results.md").read_text()
     assert "targets (docs/performance.md)" in run.stdout
+    bulkhead = results["bulkhead"]
+    assert bulkhead["alone_ms"]["n"] == bulkhead["beside_ms"]["n"] == sizes["bulkhead_samples"]
+    assert bulkhead["alone_confirmed"] == bulkhead["beside_confirmed"] == sizes["bulkhead_samples"]
+    assert bulkhead["degraded_duplicates"] == 0
+
+
+def test_the_bulkhead_step_runs_alone(tmp_path: Path) -> None:
+    """`--only bulkhead`: the healthy kind alone and beside a degraded kind's held requests, as a ratio;
+    every degraded action is confirmed once its service answers, none written twice."""
+    out = tmp_path / "bench"
+    run = subprocess.run(
+        [sys.executable, "-m", "settled", "bench", "--tiny", "--only", "bulkhead", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads((out / "results.json").read_text())
+    bulkhead = document["results"]["bulkhead"]
+    sizes = document["sizes"]
+    assert bulkhead["alone_ms"]["n"] == bulkhead["beside_ms"]["n"] == sizes["bulkhead_samples"]
+    assert bulkhead["alone_confirmed"] == bulkhead["beside_confirmed"] == sizes["bulkhead_samples"]
+    assert bulkhead["open_at_service_before"] > 0  # measured while the degraded kind's requests were held
+    assert bulkhead["p95_ratio"] is not None
+    assert bulkhead["degraded_final_states"] == {"confirmed": sizes["bulkhead_degraded"]}
+    assert bulkhead["degraded_records"] == sizes["bulkhead_degraded"] and bulkhead["degraded_duplicates"] == 0
+    assert "beside / alone" in (out / "results.md").read_text()

@@ -201,5 +201,33 @@ def main() -> None:
         asyncio.run(export(stack, ids))
 
 
+# Recorded apart from the generations (`python -m tests.golden.record bulkheads`): a call refused on
+# the shared worker because its kind had no more room there (settled.activities.lanes), then sent on
+# the kind's own queue: inside the workflow task (`bulkheads-in-task-refused`), or on the shared queue
+# (`bulkheads-lane-full`). The kind's cap (max_in_flight 2) leaves it no room on the shared worker.
+BULKHEAD_KINDS = {
+    "one_at_a_time": TEST_KINDS["room_booking"].but(requires_authorization=None, max_in_flight=2)
+}
+
+
+def record_bulkheads() -> None:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        Stack.on_free_ports(Path(folder), BULKHEAD_KINDS, ui=False).running() as stack,
+        httpx.Client(base_url=stack.api_url, timeout=30) as api,
+    ):
+        ops = []
+        for op, wait in (("bulkheads-in-task-refused", 10), ("bulkheads-lane-full", None)):
+            create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id="bulkheads", wait=wait)
+            wait_state(api, op, "confirmed")
+            ops.append(op)
+        asyncio.run(export(stack, [action_workflow_id(None, op) for op in ops]))
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:] == ["bulkheads"]:
+        record_bulkheads()
+    else:
+        main()

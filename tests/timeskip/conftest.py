@@ -9,11 +9,12 @@ condition with a deadline.
 """
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
 
 import httpx
 import pytest
 from settled.api.app import create_app
-from settled.workflows.hosting import build_worker
+from settled.workflows.hosting import build_worker, kind_workers
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
@@ -70,8 +71,12 @@ async def harness(business: Stack, request: pytest.FixtureRequest) -> AsyncItera
         async with (
             httpx.AsyncClient() as http,
             build_worker(env.client, http, sandboxed=True),
+            AsyncExitStack() as queues,
             httpx.AsyncClient(transport=transport, base_url="http://settled", timeout=40) as api,
         ):
+            for worker, pool in kind_workers(env.client, kinds):  # each kind's activities, on its queue
+                await queues.enter_async_context(pool)
+                await queues.enter_async_context(worker)
             yield Harness(env=env, gateway=gateway, api=api, truth=truth, kinds=kinds)
     finally:
         await truth.clear_faults()

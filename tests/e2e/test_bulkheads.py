@@ -1,0 +1,283 @@
+"""Bulkheads (contract §1, "one kind's trouble stays its own"): many of one kind's requests held open
+at its service take nothing another kind needs; the kind's cap (`max_in_flight`) holds; a worker killed
+while its kind's slots are full loses nothing and sends nothing twice; `settled worker --kinds` serves
+only those kinds' queues; /healthz asks every queue.
+
+The stack's own: one worker process and the API. Both run the shared worker (the API's runs the
+workflow tasks it starts eagerly, and the business calls they schedule, up to each kind's shared
+budget); only the worker process polls the kinds' own queues. So a kind's requests open at its service
+are at most `max_in_flight` in the worker process plus `shared_budget` in the API's."""
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from settled.activities.lanes import queue_slots, shared_budget
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+
+from settled.config import Settings
+from settled.gateway import Gateway
+from settled.identity import kind_task_queue
+from settled.kinds import (
+    PLAIN_REFUND_PARAMS,
+    Kinds,
+    KindSpec,
+    Variant,
+    load_kinds,
+    parse_kinds,
+    sandbox_kinds_text,
+)
+from settled.stack import Stack
+from tests.e2e.conftest import TAKEOVER_S, StackOptions
+from tests.helpers import (
+    BOOKING,
+    FAST,
+    TEST_KINDS,
+    Sandbox,
+    create,
+    new_id,
+    states_seen,
+    status,
+    wait_for,
+    wait_state,
+)
+
+SLOW = "slow_refund"
+CAP = 12
+# The refund service as a slow one: its answers are held by the tests (a `hold` fault on every create),
+# long enough that the worker is still waiting when the test looks (or kills it).
+STACK = StackOptions(
+    {
+        "room_booking": TEST_KINDS["room_booking"].but(requires_authorization=None),
+        SLOW: Variant(
+            "refund",
+            {
+                **FAST,
+                "timeout_s": 20.0,
+                "requires_authorization": None,
+                "params_schema": PLAIN_REFUND_PARAMS,
+                "say": None,
+                "max_in_flight": CAP,
+            },
+        ),
+    }
+)
+REFUND = {"order_id": "o-1", "amount": 5, "currency": "EUR"}
+
+
+@pytest.fixture
+def truth(module_sandbox: Sandbox) -> Iterator[Sandbox]:
+    module_sandbox.clear_faults()
+    yield module_sandbox
+    module_sandbox.clear_faults()
+
+
+def held(sandbox: Sandbox) -> list[dict[str, Any]]:
+    """The slow service's creates being held right now."""
+    rows = sandbox.http.get("/_sandbox/requests", params={"op": "create"}).json()["requests"]
+    return [row for row in rows if row["service"] == "refunds" and row["state"] == "in_flight"]
+
+
+def hold_every_refund(sandbox: Sandbox) -> str:
+    body = {"service": "refunds", "op": "create", "mode": "hold", "count": 0}
+    response = sandbox.http.post("/_sandbox/faults", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def booking_latencies(api: httpx.Client, n: int) -> list[float]:
+    """Seconds each of `n` bookings took to be confirmed by their creating call (`wait=10`)."""
+    took = []
+    for _ in range(n):
+        started = time.perf_counter()
+        response = create(api, "room_booking", BOOKING, wait=10)
+        took.append(time.perf_counter() - started)
+        assert response.status_code == 201, response.text
+        assert response.json()["state"] == "confirmed", response.json()
+    return took
+
+
+def request_slow(api: httpx.Client, n: int, wait: float = 0) -> list[str]:
+    ids = [new_id("slow") for _ in range(n)]
+    for operation_id in ids:
+        response = create(api, SLOW, REFUND, operation_id=operation_id, wait=wait)
+        assert response.status_code == 201, response.text
+    return ids
+
+
+def settle_all(api: httpx.Client, sandbox: Sandbox, fault: str, ids: list[str]) -> list[dict[str, Any]]:
+    """Release the held requests; every action ends confirmed, each sent exactly once."""
+    sandbox.release(fault)
+    sandbox.clear_faults()
+    actions = []
+    for operation_id in ids:
+        action = wait_state(api, operation_id, "confirmed", "failed", timeout_s=TAKEOVER_S)
+        assert action["state"] == "confirmed", action
+        actions.append(action)
+    rows = sandbox.http.get("/_sandbox/requests", params={"op": "create"}).json()["requests"]
+    sent: dict[str, int] = {}
+    for row in rows:
+        if row["key"] in ids:
+            sent[row["key"]] = sent.get(row["key"], 0) + 1
+    assert sent == dict.fromkeys(ids, 1), {key: n for key, n in sent.items() if n != 1}
+    return actions
+
+
+def slow_spec() -> KindSpec:
+    spec = parse_kinds(sandbox_kinds_text("http://127.0.0.1:1", STACK.kinds), "test").get(SLOW)
+    assert spec is not None
+    return spec
+
+
+def test_the_kinds_queue_slots_and_its_shared_budget_add_up_to_its_cap() -> None:
+    spec = slow_spec()
+    assert spec.max_in_flight == CAP
+    assert queue_slots(spec) + shared_budget(spec) == CAP and queue_slots(spec) >= 1
+
+
+def test_a_slow_kinds_backlog_leaves_other_kinds_at_their_usual_latency(
+    module_api: httpx.Client, truth: Sandbox
+) -> None:
+    alone = booking_latencies(module_api, 10)
+    fault = hold_every_refund(truth)
+    # More than the 200 activity slots and 200 connections every kind shared before the bulkheads.
+    ids = request_slow(module_api, 250)
+    spec = slow_spec()
+    # The worker's slots of the slow kind are all taken; the rest of its backlog waits in Temporal.
+    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+    beside = booking_latencies(module_api, 10)
+    peak = len(held(truth))
+    assert peak <= CAP + shared_budget(spec), f"{peak} requests of the slow kind open at its service"
+    queued = [a for a in (module_api.get(f"/v1/actions/{i}").json() for i in ids) if a["state"] == "running"]
+    assert len(queued) == len(ids), "every slow action is still in progress while its requests are held"
+    # Their usual latency, with room for this shared machine's noise: not the slow service's 20 s.
+    assert max(beside) < max(3.0, 4 * max(alone)), (alone, beside)
+    assert sorted(beside)[len(beside) // 2] < max(1.0, 3 * sorted(alone)[len(alone) // 2]), (alone, beside)
+    settle_all(module_api, truth, fault, ids)
+
+
+def test_in_task_calls_of_a_slow_kind_fall_back_to_its_queue_within_the_cap(
+    module_api: httpx.Client, truth: Sandbox
+) -> None:
+    """Callers that wait longer than the kind's timeout get in-task calls, at most `shared_budget` at
+    once per process (the workflow task slots they hold stay few); the others are sent on the kind's
+    queue."""
+    spec = slow_spec()
+    fault = hold_every_refund(truth)
+    ids = [new_id("slow-waiting") for _ in range(30)]
+    with ThreadPoolExecutor(len(ids)) as pool:
+        calls = [
+            pool.submit(create, module_api, SLOW, REFUND, operation_id=operation_id, wait=25)
+            for operation_id in ids
+        ]
+        wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+        beside = booking_latencies(module_api, 5)
+        peak = len(held(truth))
+        assert peak <= queue_slots(spec) + 2 * shared_budget(spec), peak
+        assert max(beside) < 5.0, beside
+        settle_all(module_api, truth, fault, ids)
+        for call in calls:
+            assert call.result().status_code in (200, 201)
+
+
+def test_a_worker_killed_with_full_slots_loses_nothing_and_sends_nothing_twice(
+    module_stack: Stack, module_api: httpx.Client, truth: Sandbox
+) -> None:
+    spec = slow_spec()
+    fault = hold_every_refund(truth)
+    ids = request_slow(module_api, 40)
+    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+    in_flight = {row["key"] for row in held(truth)}
+    assert queue_slots(spec) <= len(in_flight) <= CAP + shared_budget(spec)
+    module_stack.children["worker"].kill()
+    module_stack.start_worker()
+
+    # The requests the dead worker had sent become `unknown` (its heartbeat stops) and are looked up
+    # (the held writes answer 409, in progress, until released), never sent again; the new worker
+    # takes the queued ones from the kind's queue and sends each once.
+    def lost() -> int:
+        return sum(states_seen(status(module_api, key))[-1] == "unknown" for key in in_flight)
+
+    # (Those the API's own worker sent are still waiting for their answer: not lost.)
+    wait_for(lambda: lost() >= queue_slots(spec), TAKEOVER_S, "the dead worker's requests to be unknown")
+    actions = settle_all(module_api, truth, fault, ids)
+    checked = {a["operation_id"] for a in actions if "unknown" in states_seen(a)}
+    assert queue_slots(spec) <= len(checked) and checked <= in_flight, (checked, in_flight)
+    assert booking_latencies(module_api, 1)
+
+
+def _pollers(stack: Stack, queue: str, workflows: bool = False) -> set[str]:
+    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW if workflows else TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+
+    async def ask() -> set[str]:
+        client = await Client.connect(stack.temporal_address)
+        request = DescribeTaskQueueRequest(
+            namespace="default", task_queue=TaskQueue(name=queue), task_queue_type=kind
+        )
+        response = await client.workflow_service.describe_task_queue(request)
+        return {poller.identity for poller in response.pollers}
+
+    return asyncio.run(ask())
+
+
+def test_a_worker_with_kinds_serves_only_their_queues(module_stack: Stack) -> None:
+    argv = module_stack._python("worker", "--kinds", "room_booking", "--no-workflows")
+    log = module_stack.data_dir / "logs" / "worker-bookings-only.log"
+    with log.open("ab") as out:
+        process = subprocess.Popen(argv, env=module_stack.env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        mine = f"{process.pid}@"
+        wait_for(
+            lambda: any(p.startswith(mine) for p in _pollers(module_stack, kind_task_queue("room_booking"))),
+            30,
+            "the --kinds worker to poll its kind's queue",
+        )
+        assert not any(p.startswith(mine) for p in _pollers(module_stack, kind_task_queue(SLOW)))
+        assert not any(p.startswith(mine) for p in _pollers(module_stack, "settled", workflows=True))
+        assert not any(p.startswith(mine) for p in _pollers(module_stack, "settled"))
+        assert "settled worker: polling 'settled-kind-room_booking' at" in log.read_text()
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_an_unknown_kind_name_refuses_to_start(module_stack: Stack) -> None:
+    done = subprocess.run(
+        module_stack._python("worker", "--kinds", "room_booking,nope"),
+        env=module_stack.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert "unknown kind nope" in done.stderr and "room_booking" in done.stderr
+
+
+def test_healthz_needs_a_poller_on_every_kinds_queue(module_stack: Stack, module_api: httpx.Client) -> None:
+    assert module_api.get("/healthz").status_code == 200
+    assert module_stack.config is not None
+    kinds = load_kinds(module_stack.config)
+    unpolled = parse_kinds(module_stack.config.read_text() + _renamed_copy(SLOW, "nobody_polls_this"), "test")
+
+    async def polling(kinds: Kinds) -> bool:
+        client = await Client.connect(module_stack.temporal_address)
+        return await Gateway(client, kinds, Settings()).worker_polling()
+
+    assert asyncio.run(polling(kinds)) is True
+    assert asyncio.run(polling(unpolled)) is False
+
+
+def _renamed_copy(name: str, new_name: str) -> str:
+    """A kinds-file table for `new_name`: the smallest valid kind, on a queue no worker polls."""
+    return (
+        f'\n[kinds.{new_name}]\ndescription = "copy of {name}"\n'
+        'dispatch = { method = "POST", url = "http://127.0.0.1:1/refunds" }\n'
+    )
