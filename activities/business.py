@@ -11,8 +11,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
-from settled.activities.inputs import COMPENSATE, DISPATCH, LOOKUP, BusinessCall
+from settled.activities.inputs import COMPENSATE, DISPATCH, LOOKUP, SENDING, BusinessCall
 from temporalio import activity
+from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.service import RPCError
 
 from settled.business import code
 from settled.business.answers import (
@@ -74,6 +76,19 @@ def _count(name: str, description: str, call: BusinessCall, result: str) -> None
     activity.metric_meter().create_counter(name, description).add(
         1, {"kind": call.kind.name, "result": result}
     )
+
+
+async def _take_turn() -> BusinessCall | str:
+    """A queued send's turn: the workflow records that it is sending now and answers with what to send,
+    or refuses (cancelled, or its authorization withdrawn, while it waited): why, as text."""
+    info = activity.info()
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    try:
+        return await _heartbeating(handle.execute_update(SENDING, result_type=BusinessCall))
+    except WorkflowUpdateFailedError as error:
+        return str(error.cause) if error.cause else "the action refused the send"
+    except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:  # not recorded: must not leave
+        return f"could not record the send ({type(error).__name__})"
 
 
 def _values(call: BusinessCall) -> Values:
@@ -140,6 +155,11 @@ class BusinessActivities:
 
     @activity.defn(name=DISPATCH)
     async def dispatch(self, call: BusinessCall) -> DispatchOutcome:
+        if call.queued:
+            turn = await _take_turn()
+            if isinstance(turn, str):
+                return DispatchOutcome(result="not_sent", detail=f"not sent: {turn}")
+            call = turn
         kind = call.kind
         handler = self._handler(call)
         if handler is not None:

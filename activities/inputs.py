@@ -16,11 +16,16 @@ class BusinessCall(BaseModel):
     # For a code kind's `Request`; runs recorded before code kinds existed carry neither.
     operation_id: str | None = None
     attempt: int = 0
+    # A send that waited in its kind's queue: its worker asks the workflow for its turn (`SENDING`), and
+    # sends what the answer holds, before anything leaves.
+    queued: bool = False
 
 
 DISPATCH = "dispatch"
 LOOKUP = "lookup"
 COMPENSATE = "compensate"
+# The update by which a queued send's worker records that it is sending now.
+SENDING = "sending"
 # A business call refused by the shared worker (`settled.activities.lanes.SharedLane`): nothing was sent.
 LANE_FULL = "KindLaneFull"
 

@@ -112,8 +112,11 @@ class ActionRecord(BaseModel):
     # activities); off for runs recorded before that existed, so their replay is unchanged.
     calls_in_task: bool = False
     # Set by the workflow for runs started since the rules for real services (a reversal is a write
-    # too); off for runs recorded before, so their replay is unchanged.
-    reversal_rules: bool = False
+    # too, a send queued behind its kind's cap); off for runs recorded before, so their replay is unchanged.
+    services_rules: bool = False
+    # A send waits its turn in its kind's queue (its service has `max_in_flight` requests open): nothing
+    # was sent; the kind's worker records that it is sending before it sends (`apply_sending`).
+    queued: bool = False
     # The service accepted the request and has not finished it: `running`, looked up until final.
     accepted: bool = False
     # When the last dispatch whose answer was lost was sent: a compensation waits out its horizon.
@@ -362,7 +365,7 @@ class ActionRecord(BaseModel):
     def _compensation_from(self, now: datetime) -> datetime:
         """When a compensation may be sent: once every dispatch whose answer was lost (one that may
         still land) is past the commit horizon, so a late write cannot land after its own reversal."""
-        if not self.reversal_rules or self.lost_send_at is None:
+        if not self.services_rules or self.lost_send_at is None:
             return now
         return max(now, self.lost_send_at + timedelta(seconds=self.kind.commit_horizon_s))
 
@@ -402,7 +405,13 @@ class ActionRecord(BaseModel):
         replayed, `requested` and due, though the request may have reached the service. A control seen
         in that state must not take it for "nothing was sent"."""
         due = self.next_dispatch_at is None or now >= self.next_dispatch_at
-        return self._may_send_in_task and self.state is State.REQUESTED and self.authorized and due
+        return (
+            self._may_send_in_task
+            and self.state is State.REQUESTED
+            and self.authorized
+            and due
+            and not self.queued
+        )
 
     # -- the business system's answers ---------------------------------------------------------
 
@@ -418,7 +427,35 @@ class ActionRecord(BaseModel):
         note = f"{again} (attempt {self.attempts + 1})" if resend else "sending"
         self._move(State.RUNNING, now, note)
 
+    def queue(self, now: datetime) -> None:
+        """The send just begun was refused before anything left (its kind has no room): it waits in its
+        kind's queue, durably, and the action is as it was before the send — `requested` (queued), or
+        `unknown` where an earlier request may stand."""
+        assert self.state is State.RUNNING and self.history[-1].state is State.RUNNING
+        self.history.pop()
+        self.state = self.history[-1].state
+        self.dispatched = self.attempts > 0
+        self.queued = True
+        self._note(now, "queued", "its service has as many requests of this kind open as it may: queued")
+
+    def check_sending(self) -> None:
+        if not self.queued:
+            raise ControlRefused("noop", "no send is queued")
+        if self.cancel_requested:
+            raise ControlRefused("cancelled", "cancelled while it waited its turn: not sent")
+        if not self.authorized:
+            raise ControlRefused("not_authorized", "its authorization was withdrawn while it waited its turn")
+
+    def apply_sending(self, now: datetime) -> None:
+        """The kind's worker takes the queued send: from now on it may reach the service."""
+        self.queued = False
+        self.begin_dispatch(now)
+
     def on_dispatch(self, outcome: DispatchOutcome, now: datetime) -> None:
+        self.queued = False
+        if self.settled:  # a queued send refused because the action was cancelled meanwhile
+            self._note(now, "dispatch", outcome.detail)
+            return
         if outcome.may_have_reached:
             self.attempts += 1
             self.last_send_at = now
@@ -617,7 +654,7 @@ class ActionRecord(BaseModel):
                 self.compensation_pending = False
                 self.reason = outcome.detail
                 self._touch(now)
-            case "unknown" if self.reversal_rules and not self._compensation_resend_safe(now):
+            case "unknown" if self.services_rules and not self._compensation_resend_safe(now):
                 # A reversal is a write too: never re-sent blindly. Look the operation up instead.
                 self.compensation_check = True
                 self.compensation_sent_at = now

@@ -30,6 +30,7 @@ class Sayable(Protocol):
     compensated: bool
     compensation_pending: bool
     accepted: bool
+    queued: bool
 
 
 def _capitalized(text: str) -> str:
@@ -44,6 +45,11 @@ def default_sentence(record: Sayable) -> str:
             return f"Nothing has been sent yet: the details changed, so I need your go-ahead to {what} now."
         case State.REQUESTED if record.kind.requires_authorization and not record.authorized:
             return f"Nothing has been sent yet: I need your go-ahead to {what}."
+        case State.REQUESTED if record.queued:
+            return (
+                f"Nothing has been sent yet; the request to {what} is queued behind others to the same "
+                "service and will be sent in its turn."
+            )
         case State.REQUESTED:
             return f"Nothing has been sent yet; the request to {what} is queued and will be sent shortly."
         case State.RUNNING if record.accepted and record.cancel_requested:

@@ -30,11 +30,11 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from settled.activities.business import BusinessActivities
-    from settled.activities.inputs import BusinessCall, lane_full
+    from settled.activities.inputs import DISPATCH, SENDING, BusinessCall, lane_full
     from settled.workflows.messages import (
         PATCHED_REVISION,
         QUIET_REVISION,
-        REVERSAL_REVISION,
+        SERVICES_REVISION,
         STATUS_MEMO,
         VERSION_MEMO,
         ActionChanged,
@@ -89,7 +89,7 @@ class ActionWorkflow:
         self._record = start.carried or ActionRecord.create(start.new, workflow.now())
         self._record.calls_in_task = self._patched(IN_TASK_CALLS)
         if start.carried is None:
-            self._record.reversal_rules = start.revision >= REVERSAL_REVISION
+            self._record.services_rules = start.revision >= SERVICES_REVISION
         if start.creating_wait_s is not None and start.carried is None:
             # Started by the creating call itself (eagerly, without an update): register it here.
             self._record.apply_register()
@@ -183,6 +183,7 @@ class ActionWorkflow:
             business_ref=record.business_ref,
             operation_id=record.operation_id,
             attempt=record.attempts,
+            queued=record.queued,
         )
 
     async def _business(
@@ -211,7 +212,7 @@ class ActionWorkflow:
                 except (ActivityError, ApplicationError) as error:
                     if not lane_full(error):
                         raise
-                    queue = kind_task_queue(self._record.kind.name)
+                    queue = self._kind_queue(activity.__name__)
                 finally:
                     self._calling_in_task = False
             while True:
@@ -229,9 +230,18 @@ class ActionWorkflow:
                 except ActivityError as error:
                     if queue is not None or not lane_full(error):
                         raise
-                    queue = kind_task_queue(self._record.kind.name)
+                    queue = self._kind_queue(activity.__name__)
         except ActivityError as error:
             return lost(str(error.cause))
+
+    def _kind_queue(self, activity: str) -> str:
+        """Where a call refused on the shared worker goes: its kind's own queue. A refused send of a run
+        of SERVICES_REVISION waits there as `requested` (queued): nothing was sent."""
+        record = self._record
+        if activity == DISPATCH and record.services_rules:
+            record.queue(workflow.now())
+            self._changed()
+        return kind_task_queue(record.kind.name)
 
     async def _dispatch(self) -> None:
         record = self._record
@@ -449,6 +459,21 @@ class ActionWorkflow:
             request.channel, request.text, request.completed, workflow.now(), request.for_state
         )
         return await self._answer_after(lambda: True, 0)
+
+    @workflow.update(name=SENDING)
+    async def sending(self) -> BusinessCall:
+        """A queued send's worker takes it: recorded before anything leaves, answered with what to send
+        (the params as they are now)."""
+        self._record.apply_sending(workflow.now())
+        self._changed()
+        return self._call()
+
+    @sending.validator
+    def _check_sending(self) -> None:
+        try:
+            self._record.check_sending()
+        except ControlRefused as error:
+            raise _refuse(error) from None
 
     @workflow.query
     def status(self) -> ActionStatus:

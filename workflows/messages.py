@@ -27,14 +27,16 @@ VERSION_MEMO = "settled_version"
 # their idle period: the action's id is recorded durably with the start, and no workflow task runs
 # until something needs one (another action, a channel event) or the delay runs out, when the run
 # knows it has been idle since its start.
-# Actions of revision 5 (REVERSAL_REVISION) follow the rules for real services that change what is
+# Actions of revision 5 (SERVICES_REVISION) follow the rules for real services that change what is
 # sent: a compensation whose answer was lost is looked up, not re-sent blindly, and one is sent only
-# once every dispatch whose answer was lost is past its commit horizon.
+# once every dispatch whose answer was lost is past its commit horizon; a send refused because its
+# kind has no more room waits as `requested` (queued) until its kind's worker takes it and records
+# that it is sending (the `sending` update).
 CURRENT_REVISION = 5
 PATCHED_REVISION = 2
 QUIET_REVISION = 3
 LAZY_REVISION = 4
-REVERSAL_REVISION = 5
+SERVICES_REVISION = 5
 Revision = Field(default=1, ge=1)
 
 

@@ -156,12 +156,38 @@ def test_a_slow_kinds_backlog_leaves_other_kinds_at_their_usual_latency(
     beside = booking_latencies(module_api, 10)
     peak = len(held(truth))
     assert peak <= CAP + shared_budget(spec), f"{peak} requests of the slow kind open at its service"
-    queued = [a for a in (module_api.get(f"/v1/actions/{i}").json() for i in ids) if a["state"] == "running"]
-    assert len(queued) == len(ids), "every slow action is still in progress while its requests are held"
+    states = [module_api.get(f"/v1/actions/{i}").json()["state"] for i in ids]
+    assert set(states) <= {"running", "requested"}, (
+        "every slow action is in progress while its requests are held"
+    )
+    assert states.count("requested") >= len(ids) - 2 * CAP, "those beyond the cap wait, queued, unsent"
     # Their usual latency, with room for this shared machine's noise: not the slow service's 20 s.
     assert max(beside) < max(3.0, 4 * max(alone)), (alone, beside)
     assert sorted(beside)[len(beside) // 2] < max(1.0, 3 * sorted(alone)[len(alone) // 2]), (alone, beside)
     settle_all(module_api, truth, fault, ids)
+
+
+def test_actions_beyond_the_cap_wait_queued_and_one_cancelled_there_is_never_sent(
+    module_api: httpx.Client, truth: Sandbox
+) -> None:
+    spec = slow_spec()
+    fault = hold_every_refund(truth)
+    ids = request_slow(module_api, 30)
+    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+
+    def queued() -> list[dict[str, Any]] | None:
+        actions = [status(module_api, i) for i in ids]
+        return [a for a in actions if a["state"] == "requested"] or None
+
+    waiting = wait_for(queued, 30, "actions beyond the cap to wait, queued")
+    for action in waiting:
+        assert "queued behind others to the same service" in action["say"], action["say"]
+        assert (action["dispatched"], action["attempts"], action["claim"]) == (False, 0, "in_progress")
+    victim = waiting[0]["operation_id"]
+    cancel = module_api.post(f"/v1/actions/{victim}/cancel", json={"by": "caller"}, params={"wait": 5})
+    assert cancel.status_code == 200 and cancel.json()["state"] == "cancelled", cancel.text
+    settle_all(module_api, truth, fault, [i for i in ids if i != victim])
+    assert truth.writes(victim) == [] and status(module_api, victim)["state"] == "cancelled"
 
 
 def test_in_task_calls_of_a_slow_kind_fall_back_to_its_queue_within_the_cap(

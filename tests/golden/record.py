@@ -29,7 +29,7 @@ HERE = Path(__file__).parent
 # actions no longer signal their conversation (QUIET_REVISION) and number their changes in the memo;
 # `golden6-` since a new action starts its conversation lazily (LAZY_REVISION), with
 # `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out;
-# `golden7-` since the rules for real services (REVERSAL_REVISION), with `golden7-reversal-lookup` (a
+# `golden7-` since the rules for real services (SERVICES_REVISION), with `golden7-reversal-lookup` (a
 # reversal whose answer was lost, looked up instead of re-sent) and `golden7-accepted` (a payout the
 # service accepted and finished later).
 GENERATION = "golden7"
@@ -224,10 +224,27 @@ def record_bulkheads() -> None:
         asyncio.run(export(stack, [action_workflow_id(None, op) for op in ops]))
 
 
+def record_queued() -> None:
+    """`python -m tests.golden.record queued`: a send of revision 5 refused on the shared worker waits
+    `requested` (queued) in its kind's queue until the kind's worker records that it is sending (the
+    `sending` update), then is sent (`golden7-queued`)."""
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        Stack.on_free_ports(Path(folder), BULKHEAD_KINDS, ui=False).running() as stack,
+        httpx.Client(base_url=stack.api_url, timeout=30) as api,
+    ):
+        op = f"{GENERATION}-queued"
+        create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id="queued")
+        wait_state(api, op, "confirmed")
+        asyncio.run(export(stack, [action_workflow_id(None, op)]))
+
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] == ["bulkheads"]:
         record_bulkheads()
+    elif sys.argv[1:] == ["queued"]:
+        record_queued()
     else:
         main()

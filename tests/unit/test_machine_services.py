@@ -1,8 +1,10 @@
 """The state machine's rules for real services: accepted is not done, a reversal is a write too, the
 idempotency window, and code kinds' traits. No Temporal, no HTTP."""
 
+import pytest
+
 from settled.kinds import HandlerTraits
-from settled.machine import ActionRecord
+from settled.machine import ActionRecord, ControlRefused
 from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.states import State
 from tests.unit.test_machine import CONFIRMED, LOST, at, record
@@ -18,7 +20,7 @@ REVERSED = CompensationOutcome(result="compensated", status_code=200, detail="re
 
 
 def rules(action: ActionRecord) -> ActionRecord:
-    action.reversal_rules = True
+    action.services_rules = True
     return action
 
 
@@ -192,3 +194,60 @@ def test_a_reversal_waits_until_a_lost_dispatch_is_past_its_horizon() -> None:
 def test_a_reversal_of_a_write_answered_by_the_service_needs_no_wait() -> None:
     action = confirmed_then_cancelled(unkeyed_booking())
     assert action.next_compensation_at == at(2)
+
+
+# -- a send queued behind its kind's cap ---------------------------------------------------------
+
+
+def queued(kind: str = "refund", **changes: object) -> ActionRecord:
+    action = rules(record(kind, authorized=True, **changes))
+    action.begin_dispatch(at(0))
+    action.queue(at(0))  # refused on the shared worker before anything left
+    return action
+
+
+def test_a_send_refused_for_lack_of_room_waits_requested_and_queued() -> None:
+    action = queued()
+    status = action.status()
+    assert (status.state, status.dispatched, status.attempts, status.claim) == (
+        State.REQUESTED, False, 0, "in_progress"
+    )  # fmt: skip
+    assert "queued behind others to the same service" in status.say
+    assert [entry.state for entry in status.history] == [State.REQUESTED]
+    action.check_sending()
+    action.apply_sending(at(5))
+    assert action.state is State.RUNNING and action.dispatched and not action.queued
+    action.on_dispatch(CONFIRMED, at(6))
+    assert action.state is State.CONFIRMED and action.attempts == 1
+
+
+def test_a_queued_send_cancelled_is_never_sent() -> None:
+    action = queued()
+    action.check_cancel()
+    action.apply_cancel("caller", None, at(1))
+    assert action.state is State.CANCELLED and not action.dispatched
+    with pytest.raises(ControlRefused):
+        action.check_sending()
+    action.on_dispatch(DispatchOutcome(result="not_sent", detail="cancelled while it waited"), at(2))
+    assert action.state is State.CANCELLED and action.attempts == 0  # the late answer changes nothing
+
+
+def test_a_queued_send_may_be_amended_and_then_waits_for_the_new_go_ahead() -> None:
+    action = queued("room_booking")
+    action.check_amend({"room": "Bob", "day": "Fri"}, at(1))
+    action.apply_amend({"room": "Bob", "day": "Fri"}, at(1))
+    with pytest.raises(ControlRefused, match="authorization was withdrawn"):
+        action.check_sending()
+    action.on_dispatch(DispatchOutcome(result="not_sent", detail="its authorization was withdrawn"), at(2))
+    assert action.state is State.REQUESTED and action.next_step(at(3)).action == "wait"
+    action.apply_authorize("caller", at(4))
+    assert action.params == {"room": "Bob", "day": "Fri"}
+
+
+def test_a_queued_resend_of_an_unknown_write_stays_unknown() -> None:
+    action = rules(record("refund", authorized=True))
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.begin_dispatch(at(3))  # re-sent with the same key...
+    action.queue(at(3))  # ...but refused for lack of room: the first may still stand
+    assert action.state is State.UNKNOWN and action.dispatched and action.attempts == 1

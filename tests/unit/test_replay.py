@@ -169,7 +169,7 @@ def _activities(name: str) -> list[str]:
 
 
 def test_a_lost_reversal_was_recorded_looked_up_not_resent() -> None:
-    """golden7-reversal-lookup (REVERSAL_REVISION): the compensation's answer was lost, and the run looked
+    """golden7-reversal-lookup (SERVICES_REVISION): the compensation's answer was lost, and the run looked
     the booking up (finding it reversed) instead of sending the reversal again; its replay above keeps
     that path, and the runs of earlier revisions keep re-sending theirs."""
     activities = _activities("golden7-reversal-lookup")
@@ -183,3 +183,15 @@ def test_a_lost_reversal_was_recorded_looked_up_not_resent() -> None:
 def test_an_accepted_payout_was_recorded_running_until_looked_up_final() -> None:
     activities = _activities("golden7-accepted")
     assert activities[0] == "dispatch" and activities.count("dispatch") == 1 and "lookup" in activities
+
+
+def test_a_queued_send_was_recorded_taking_its_turn_before_it_left() -> None:
+    """golden7-queued (SERVICES_REVISION): the send refused on the shared worker waited `requested` in its
+    kind's queue, and the kind's worker recorded `sending` (an update) before the request left."""
+    events = json.loads((GOLDEN / "golden7-queued.json").read_text())["events"]
+    kinds = [event["eventType"].removeprefix("EVENT_TYPE_") for event in events]
+    accepted = kinds.index("WORKFLOW_EXECUTION_UPDATE_ACCEPTED")
+    completed = [i for i, kind in enumerate(kinds) if kind == "ACTIVITY_TASK_COMPLETED"]
+    assert kinds.count("ACTIVITY_TASK_FAILED") == 1 and completed and accepted < completed[-1]
+    update = events[accepted]["workflowExecutionUpdateAcceptedEventAttributes"]
+    assert update["acceptedRequest"]["input"]["name"] == "sending"
