@@ -1,5 +1,5 @@
 """Bulkheads: what one kind's requests may hold in a worker process, so a slow service holds back only
-its own kind (contract §1, "one kind's trouble stays its own").
+its own kind ("one kind's trouble stays its own", docs/reference.md).
 
 A business call goes first where it is cheapest: inside the workflow task (a local activity, when a
 caller waits: `ActionRecord.in_task`) or on the shared `settled` queue, where Temporal hands it back

@@ -1,5 +1,5 @@
 """The bulkhead step: a healthy kind's latency alone, and beside many requested actions of a degraded
-kind whose service answers each request only after `answer_s` (contract §1, "one kind's trouble stays
+kind whose service answers each request only after `answer_s` ("one kind's trouble stays
 its own"). The healthy kind's calls are timed while the degraded kind's requests are held open at its
 service; the result is the ratio of the two."""
 

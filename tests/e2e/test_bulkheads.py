@@ -1,4 +1,4 @@
-"""Bulkheads (contract §1, "one kind's trouble stays its own"): many of one kind's requests held open
+"""Bulkheads ("one kind's trouble stays its own"): many of one kind's requests held open
 at its service take nothing another kind needs; the kind's cap (`max_in_flight`) holds; a worker killed
 while its kind's slots are full loses nothing and sends nothing twice; `settled worker --kinds` serves
 only those kinds' queues; /healthz asks every queue.
