@@ -18,9 +18,6 @@ from typing import Any
 import httpx
 import pytest
 from settled.activities.lanes import queue_slots, shared_budget
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from settled.config import Settings
@@ -241,15 +238,9 @@ def test_a_worker_killed_with_full_slots_loses_nothing_and_sends_nothing_twice(
 
 
 def _pollers(stack: Stack, queue: str, workflows: bool = False) -> set[str]:
-    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW if workflows else TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
-
     async def ask() -> set[str]:
         client = await Client.connect(stack.temporal_address)
-        request = DescribeTaskQueueRequest(
-            namespace="default", task_queue=TaskQueue(name=queue), task_queue_type=kind
-        )
-        response = await client.workflow_service.describe_task_queue(request)
-        return {poller.identity for poller in response.pollers}
+        return await Gateway(client, Kinds({}, "test"), Settings()).pollers(queue, workflows)
 
     return asyncio.run(ask())
 
