@@ -13,6 +13,8 @@ WORKDIR /src
 COPY pyproject.toml ./
 COPY settled ./settled
 COPY workflows ./workflows
+COPY gateway ./gateway
+COPY cli ./cli
 COPY activities ./activities
 COPY workers ./workers
 COPY api ./api

@@ -28,8 +28,8 @@ from settled.business.answers import (
 )
 from settled.business.secrets import SecretError, read_secret, scrub
 from settled.business.shapes import Role, Values, build
+from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.handlers import Request
-from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 
 T = TypeVar("T")
 Outcome = TypeVar("Outcome", DispatchOutcome, LookupOutcome, CompensationOutcome)

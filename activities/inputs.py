@@ -5,7 +5,7 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from settled.kinds import KindSpec
+from settled.domain.kinds import KindSpec
 
 
 class BusinessCall(BaseModel):

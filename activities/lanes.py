@@ -7,10 +7,10 @@ eagerly to the worker that scheduled it (no trip through the queue). Both run on
 whose slots every kind needs (workflow tasks, local-activity and activity slots). So there `SharedLane`
 lets at most `shared_budget(kind)` calls of one kind, and `SHARED_PER_PROCESS` of all kinds, run at
 once in a process; one over is refused at once, before anything is sent (`LANE_FULL`), and the
-workflow schedules it on its kind's own queue (`settled.identity.kind_task_queue`), polled by a worker
-of the kind's own with `queue_slots(kind)` slots and an HTTP pool as large: the kind's backlog waits
-there in Temporal, durably, holding no slot and no connection. The refusal is the call's recorded
-result, so replay takes the same path.
+workflow schedules it on its kind's own queue (`settled.temporal.identity.kind_task_queue`), polled
+by a worker of the kind's own with `queue_slots(kind)` slots and an HTTP pool as large: the kind's
+backlog waits there in Temporal, durably, holding no slot and no connection. The refusal is the
+call's recorded result, so replay takes the same path.
 
 Per process, a kind's requests open at its service are at most `shared_budget + queue_slots` =
 `max_in_flight`.
@@ -24,7 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from settled.kinds import KindSpec
+from settled.domain.kinds import KindSpec
 
 # Of the shared worker's 100 workflow-task and 100 local-activity slots (and 200 activity slots),
 # business calls of all kinds together hold at most this many: the rest stay free for everything else.

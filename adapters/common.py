@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from settled.client import SettledAPIError, SettledClient, SettledError
-from settled.models import ActionStatus, Channel, KindInfo
-from settled.states import State
+from settled.domain.models import ActionStatus, Channel, KindInfo
+from settled.domain.states import State
 
 if TYPE_CHECKING:
-    from settled.kinds import KindSpec
+    from settled.domain.kinds import KindSpec
 
 log = logging.getLogger("settled.adapters")
 
@@ -96,7 +96,7 @@ def load_action_kinds(
 
     Without a path: the built-in sandbox kinds. `names` picks some of them, in that order.
     """
-    from settled.kinds import load_kinds  # the server extra: jsonschema validates the file
+    from settled.domain.kinds import load_kinds  # the server extra: jsonschema validates the file
 
     kinds = load_kinds(path, sandbox_url) if sandbox_url else load_kinds(path)
     return _chosen({spec.name: spec for spec in kinds}, names, kinds.source)

@@ -49,8 +49,8 @@ from settled.adapters.common import (
 )
 
 from settled.client import SettledError, is_final
-from settled.models import ActionStatus
-from settled.states import State
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
 
 CLOSE_REASONS: dict[CloseReason, str] = {
     CloseReason.PARTICIPANT_DISCONNECTED: "hangup",

@@ -55,7 +55,7 @@ from settled.adapters.common import (
 )
 
 from settled.client import SettledClient
-from settled.models import Channel
+from settled.domain.models import Channel
 
 
 @dataclass

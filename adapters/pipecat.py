@@ -68,8 +68,8 @@ from settled.adapters.common import (
 )
 
 from settled.client import SettledError, is_final
-from settled.models import ActionStatus
-from settled.states import State
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
 
 
 @dataclass

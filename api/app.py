@@ -16,9 +16,9 @@ from settled.api.routes import actions, codec, conversations, health
 from settled.api.routes.kinds import router as kinds_router
 
 from settled.business.startup import prepare
-from settled.codec import EncryptionCodec
-from settled.config import Settings
-from settled.kinds import Kinds, load_kinds
+from settled.domain.kinds import Kinds, load_kinds
+from settled.runtime.config import Settings
+from settled.temporal.codec import EncryptionCodec
 
 
 @asynccontextmanager

@@ -9,14 +9,14 @@ import httpx
 from fastapi import Depends, Request
 from settled.api.metrics import HostedWorkerCounters
 from settled.api.page.access import tenant_or_link
+from settled.gateway.gateway import Gateway, connect
 from settled.workflows.hosting import build_worker
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
-from settled.config import Settings
-from settled.gateway import Gateway, connect
-from settled.kinds import Kinds
+from settled.domain.kinds import Kinds
+from settled.runtime.config import Settings
 
 log = logging.getLogger("settled.api")
 

@@ -7,10 +7,9 @@ from collections.abc import Sequence
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from settled.gateway.gateway import GatewayError
 from starlette.exceptions import HTTPException
 from starlette.types import Send
-
-from settled.gateway import GatewayError
 
 log = logging.getLogger("settled.api")
 

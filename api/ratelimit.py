@@ -14,7 +14,7 @@ from settled.api.errors import send_error
 from settled.api.page.access import key_tenant
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from settled.config import RateLimit
+from settled.runtime.config import RateLimit
 
 EXEMPT_PATHS = frozenset({"/healthz", "/metrics"})
 # Buckets kept before the full ones are dropped (a full bucket is the same as none).

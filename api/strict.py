@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
-from settled.models import IDENTIFIER_PATTERN
+from settled.domain.models import IDENTIFIER_PATTERN
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 PATH_IDS = ("operation_id", "conversation_id")

@@ -11,8 +11,8 @@ from settled.bench import measures
 from settled.bench.measures import Run
 from settled.bench.stats import summarize
 
-from settled.kinds import PLAIN_REFUND_PARAMS, KindSpec, Variant
-from settled.states import State
+from settled.domain.kinds import PLAIN_REFUND_PARAMS, KindSpec, Variant
+from settled.domain.states import State
 
 DEGRADED = "refund_degraded"
 # The refund service as the degraded one: a `delay` fault makes it answer every create after

@@ -11,7 +11,7 @@ from settled.bench.measures import Sizes
 from settled.bench.report import markdown, rich_tables
 from settled.bench.runner import STEPS, run_bench
 
-from settled.stack import SQLITE_PRAGMAS
+from settled.runtime.stack import SQLITE_PRAGMAS
 
 
 def _assignment(text: str) -> tuple[str, str]:

@@ -14,8 +14,8 @@ from settled.bench.floor import Floor
 from settled.bench.stats import summarize
 
 from settled.client import SettledAPIError, SettledClient, SettledError, SettledUnreachable
-from settled.models import ActionStatus
-from settled.states import State
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
 
 BOOKING = {"room": "Ada", "day": "Thursday"}
 REFUND = {"order_id": "o-bench", "amount": 1, "currency": "EUR"}

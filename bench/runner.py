@@ -17,8 +17,8 @@ from settled.bench.measures import Run, Sizes
 from settled.bench.stats import summarize
 
 from settled.client import SettledClient
-from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant, load_kinds
-from settled.stack import SQLITE_PRAGMAS, Stack
+from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant, load_kinds
+from settled.runtime.stack import SQLITE_PRAGMAS, Stack
 
 NOT_DEDUPLICATED = "refund_nodedup"
 # The benchmark's kinds: the sandbox booking service, deduplicating on Idempotency-Key; the same

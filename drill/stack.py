@@ -1,4 +1,4 @@
-"""The drill's own stack: settled.stack.Stack on free ports, with kinds that reconcile quickly."""
+"""The drill's own stack: settled.runtime.stack.Stack on free ports, with kinds that reconcile quickly."""
 
 import asyncio
 import shutil
@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from settled.kinds import Variant, sandbox_kinds_text
-from settled.stack import Stack
+from settled.domain.kinds import Variant, sandbox_kinds_text
+from settled.runtime.stack import Stack
 
 # The sandbox kinds' dispatch timeout; C7's late commit lands a second after it, inside the horizon.
 DRILL_TIMEOUT_S = 2.0

@@ -35,9 +35,9 @@ from settled.drill.stack import own_stack
 from settled.drill.timeline import now
 from settled.sandbox.truth import GroundTruth, Record, Write
 
-from settled.kinds import HttpCall, KindSpec, kinds_toml, load_kinds, parse_kinds
-from settled.params import InvalidParams, validate_params
-from settled.templates import lookup_path, render
+from settled.domain.kinds import HttpCall, KindSpec, kinds_toml, load_kinds, parse_kinds
+from settled.domain.params import InvalidParams, validate_params
+from settled.domain.templates import lookup_path, render
 
 # -- ground truth from signs ------------------------------------------------------------------
 

@@ -22,9 +22,9 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from settled.handoff import Handoff, Work
-from settled.models import WAIT_MAX_S, ActionStatus, Channel, KindInfo, KindList
-from settled.states import MAY_BE_IN_FLIGHT, SETTLED, Claim, State
+from settled.domain.handoff import Handoff, Work
+from settled.domain.models import WAIT_MAX_S, ActionStatus, Channel, KindInfo, KindList
+from settled.domain.states import MAY_BE_IN_FLIGHT, SETTLED, Claim, State
 
 T = TypeVar("T")
 EventType = Literal["channel_opened", "channel_closed", "interrupted"]

@@ -24,11 +24,11 @@ from settled.sandbox.truth import SETTLED_STATES, Observation, judge
 from settled.soak.plan import KINDS, ActionPlan, Event, make_plan, planned_events, planned_faults
 
 from settled.client import CreatedAction, SettledAPIError, SettledClient, SettledError
-from settled.handoff import Handoff
-from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
-from settled.models import ActionStatus
-from settled.stack import Stack
-from settled.states import State
+from settled.domain.handoff import Handoff
+from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
+from settled.runtime.stack import Stack
 
 # The soak's kinds: the sandbox services, one compensable deduplicating kind, one deduplicating kind
 # that cannot be reversed, and one without deduplication. Fast reconciliation, so a run of a minute

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.client.support import AsyncSandbox
 from tests.helpers import TEST_KINDS, Sandbox, api_client, sandbox_of
 

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from settled.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
-from settled.stack import Stack
+from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
+from settled.runtime.stack import Stack
 
 T = TypeVar("T")
 

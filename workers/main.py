@@ -14,15 +14,15 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
+from settled.gateway.gateway import connect
 from settled.workflows.hosting import build_worker, kind_workers
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
-from settled.config import Settings
-from settled.gateway import connect
-from settled.identity import TASK_QUEUE, kind_task_queue
-from settled.kinds import KindSpec
-from settled.logs import configure as configure_logs
+from settled.domain.kinds import KindSpec
+from settled.runtime.config import Settings
+from settled.runtime.logs import configure as configure_logs
+from settled.temporal.identity import TASK_QUEUE, kind_task_queue
 
 log = logging.getLogger("settled.worker")
 

@@ -1,1 +1,1 @@
-"""Temporal workflows: deterministic drivers of the pure state machine in `settled.machine`."""
+"""Temporal workflows: deterministic drivers of the pure state machine in `settled.domain.machine`."""

@@ -48,12 +48,12 @@ with workflow.unsafe.imports_passed_through():
         Registered,
     )
 
-    from settled import visibility
-    from settled.identity import conversation_workflow_id, kind_task_queue
-    from settled.machine import ActionRecord, ControlRefused
-    from settled.models import ActionStatus
-    from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
-    from settled.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
+    from settled.domain.machine import ActionRecord, ControlRefused
+    from settled.domain.models import ActionStatus
+    from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+    from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
+    from settled.temporal import visibility
+    from settled.temporal.identity import conversation_workflow_id, kind_task_queue
 
 T = TypeVar("T")
 # Continue as new well before Temporal's own limits; the record carries everything over.

@@ -4,7 +4,7 @@ It never decides anything about an action. The API tells it of each new action o
 (`track_action`); channels report events (`channel_event`). A conversation that a new action starts
 is started with a delay as long as its idle period (`LAZY_REVISION`): its start and that first
 `track_action` are recorded at once, and no workflow task runs until a channel event or another
-action needs one; until then the API reads what it keeps from its history (`settled.kept`).
+action needs one; until then the API reads what it keeps from its history (`settled.gateway.kept`).
 Closing a channel changes the channel, nothing else. Actions started before `QUIET_REVISION` also
 publish their snapshots here (`action_changed`) into the log the stream read before it followed each
 action's own history; the log is kept, bounded, for them and for their replay.
@@ -29,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
         StreamEvent,
     )
 
-    from settled.models import ActionStatus, is_redacted, redacted_like
-    from settled.states import MAY_BE_IN_FLIGHT, SETTLED
+    from settled.domain.models import ActionStatus, is_redacted, redacted_like
+    from settled.domain.states import MAY_BE_IN_FLIGHT, SETTLED
 
 # Runs started since this patch keep one idle timer, moved only when it fires, instead of cancelling
 # and restarting it on every signal (two history events and a timer write per signal saved).

@@ -23,8 +23,8 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from settled.identity import TASK_QUEUE, kind_task_queue
-from settled.kinds import KindSpec
+from settled.domain.kinds import KindSpec
+from settled.temporal.identity import TASK_QUEUE, kind_task_queue
 
 WORKFLOWS = [ActionWorkflow, ConversationWorkflow]
 STICKY_TIMEOUT = timedelta(seconds=3)

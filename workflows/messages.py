@@ -5,9 +5,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from settled.machine import ActionRecord, NewAction
-from settled.models import WAIT_MAX_S, ActionStatus, Channel
-from settled.states import State
+from settled.domain.machine import ActionRecord, NewAction
+from settled.domain.models import WAIT_MAX_S, ActionStatus, Channel
+from settled.domain.states import State
 
 Wait = Field(default=0.0, ge=0, le=WAIT_MAX_S)
 # The memo key under which an action keeps its latest durable status: what GET reads, from the server

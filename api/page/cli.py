@@ -6,7 +6,7 @@ import sys
 
 from settled.api.page.links import mint_link
 
-from settled.config import Settings, SettingsError
+from settled.runtime.config import Settings, SettingsError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from settled.config import Settings
-from settled.models import IDENTIFIER_PATTERN
+from settled.domain.models import IDENTIFIER_PATTERN
+from settled.runtime.config import Settings
 
 PREFIX = "sl1."
 # Domain separation: a link signature can never be mistaken for any other HMAC made with the key.

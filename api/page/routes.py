@@ -17,8 +17,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from settled.api.page.links import LinkError, verify_token
 
-from settled.kinds import Kinds
-from settled.models import IDENTIFIER_PATTERN
+from settled.domain.kinds import Kinds
+from settled.domain.models import IDENTIFIER_PATTERN
 
 router = APIRouter(tags=["page"], include_in_schema=False)
 

@@ -7,7 +7,7 @@ from settled.api.deps import GatewayDep, TenantDep
 from settled.api.strict import StrictJsonRoute, valid_path_ids
 from settled.workflows.messages import Present
 
-from settled.models import (
+from settled.domain.models import (
     IDENTIFIER_PATTERN,
     WAIT_MAX_S,
     ActionStatus,

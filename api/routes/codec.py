@@ -11,7 +11,7 @@ from google.protobuf import json_format
 from settled.api.deps import TenantDep
 from temporalio.api.common.v1 import Payload
 
-from settled.codec import EncryptionCodec, EncryptionKeyError
+from settled.temporal.codec import EncryptionCodec, EncryptionKeyError
 
 router = APIRouter(prefix="/codec", tags=["codec"])
 

@@ -8,12 +8,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Request
 from settled.api.deps import GatewayDep, TenantDep
 from settled.api.strict import StrictJsonRoute, valid_path_ids
+from settled.gateway.gateway import Gateway
 from settled.workflows.messages import ChannelEvent
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
-from settled.gateway import Gateway
-from settled.handoff import Handoff
-from settled.models import IDENTIFIER_PATTERN, ActionStatus, ConversationEventBody
+from settled.domain.handoff import Handoff
+from settled.domain.models import IDENTIFIER_PATTERN, ActionStatus, ConversationEventBody
 
 router = APIRouter(
     prefix="/v1/conversations",

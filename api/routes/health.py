@@ -3,8 +3,7 @@
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from settled.api.deps import GatewayHolder
-
-from settled.gateway import GatewayError
+from settled.gateway.gateway import GatewayError
 
 router = APIRouter(tags=["health"])
 

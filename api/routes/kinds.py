@@ -6,8 +6,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from settled.api.deps import TenantDep
 
-from settled.kinds import Kinds
-from settled.models import KindInfo, KindList
+from settled.domain.kinds import Kinds
+from settled.domain.models import KindInfo, KindList
 
 router = APIRouter(prefix="/v1/kinds", tags=["kinds"])
 

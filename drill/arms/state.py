@@ -22,8 +22,8 @@ from settled.drill.plan import Params, Scenario
 from settled.drill.timeline import Claim, DrillTimeout, RunLog, Utterance
 
 from settled.client import EventType, SettledAPIError, SettledClient
-from settled.models import ActionStatus, Channel
-from settled.states import SETTLED, State
+from settled.domain.models import ActionStatus, Channel
+from settled.domain.states import SETTLED, State
 
 # -- reading settled's ActionStatus ----------------------------------------------------------------
 

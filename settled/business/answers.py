@@ -14,9 +14,9 @@ import jmespath
 from jmespath.parser import ParsedResult
 
 from settled.business.shapes import Values
-from settled.kinds import HttpCall, KindSpec, LookupCall
-from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
-from settled.templates import lookup_path, substitute
+from settled.domain.kinds import HttpCall, KindSpec, LookupCall
+from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+from settled.domain.templates import lookup_path, substitute
 
 # Statuses that say "not now" or "conflict" rather than "no": the write may still have happened.
 INDETERMINATE_4XX = frozenset({408, 409, 425, 429})

@@ -11,9 +11,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from settled.domain.kinds import HandlerTraits, Kinds, KindSpec
+from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.handlers import Applied, NotApplied, NotSent, Pending, Rejected, Request, Unknown
-from settled.kinds import HandlerTraits, Kinds, KindSpec
-from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 
 
 class HandlerError(ValueError):

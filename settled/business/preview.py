@@ -11,7 +11,7 @@ from typing import Any
 
 from settled.business.secrets import SecretError, read_secret
 from settled.business.shapes import Role, Values, build
-from settled.kinds import Kinds, KindSpec
+from settled.domain.kinds import Kinds, KindSpec
 
 EXAMPLE_OPERATION_ID = "example-op-1"
 

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from settled.kinds import KindSpec
+from settled.domain.kinds import KindSpec
 
 MASK = "[secret]"
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote, urlencode
 
-from settled.kinds import HttpCall, KindSpec
-from settled.templates import lone_placeholder, lookup_path, render, substitute
+from settled.domain.kinds import HttpCall, KindSpec
+from settled.domain.templates import lone_placeholder, lookup_path, render, substitute
 
 Role = Literal["dispatch", "lookup", "compensate"]
 _DEFAULT_BODY = {"dispatch": "json", "lookup": "none", "compensate": "json"}

@@ -5,7 +5,7 @@ from typing import Any
 
 from settled.business.code import with_handlers
 from settled.business.secrets import check_secrets
-from settled.kinds import Kinds
+from settled.domain.kinds import Kinds
 
 
 def prepare(

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from settled.adapters.common import ActionKind, load_action_kinds
 
-from settled.models import ActionStatus
-from settled.stack import Stack
+from settled.domain.models import ActionStatus
+from settled.runtime.stack import Stack
 from tests.client.support import RecordingClient
 
 

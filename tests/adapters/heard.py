@@ -6,8 +6,8 @@ from typing import Any
 
 from settled.adapters.common import ActionKind, derived_operation_id
 
-from settled.models import ActionStatus
-from settled.states import State
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
 from tests.adapters.conftest import SentClient
 from tests.client.support import new_id, refund
 

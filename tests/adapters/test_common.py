@@ -17,8 +17,8 @@ from settled.adapters.common import (
 )
 
 from settled.client import SettledAPIError, SettledClient
-from settled.models import ActionStatus
-from settled.states import State
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
 from tests.adapters.conftest import SentClient
 from tests.client.support import AsyncSandbox, eventually, new_id, refund
 

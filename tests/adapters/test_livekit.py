@@ -29,8 +29,8 @@ from settled.adapters.livekit import SettledLiveKit
 from examples import livekit_refund
 from examples.livekit_refund import Loudspeaker, ScriptedLLM, ScriptedTTS
 from examples.scripted import FILLER, HOLDING, RefundScript
-from settled.stack import Stack
-from settled.states import State
+from settled.domain.states import State
+from settled.runtime.stack import Stack
 from tests.adapters.conftest import SentClient
 from tests.adapters.heard import Caller, heard_in_full, owed, recorded_heard, sent
 from tests.client.support import AsyncSandbox, RecordingClient, eventually, new_id, refund

@@ -33,8 +33,8 @@ from settled.adapters.openai_agents import HeardPlayback, SettledRealtime
 from examples import openai_agents_refund
 from examples.openai_agents_refund import ScriptedRealtimeModel, Speaker, say_and_wait
 from examples.scripted import FILLER, HOLDING, RefundScript
-from settled.stack import Stack
-from settled.states import State
+from settled.domain.states import State
+from settled.runtime.stack import Stack
 from tests.adapters.conftest import SentClient
 from tests.adapters.heard import (
     CUT_BY_THE_HANG_UP,

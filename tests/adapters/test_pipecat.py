@@ -31,8 +31,8 @@ from settled.adapters.pipecat import SettledPipecat
 from examples import pipecat_refund
 from examples.pipecat_refund import Bot, ScriptedLLM, ScriptedTTS, build, say
 from examples.scripted import FILLER, HOLDING, RefundScript
-from settled.stack import Stack
-from settled.states import State
+from settled.domain.states import State
+from settled.runtime.stack import Stack
 from tests.adapters.conftest import SentClient
 from tests.adapters.heard import (
     CUT_BY_THE_HANG_UP,

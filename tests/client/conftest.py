@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from settled.client import SettledClient
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 
 
 @pytest.fixture

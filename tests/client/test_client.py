@@ -7,10 +7,10 @@ from contextlib import aclosing
 import pytest
 
 from settled.client import CreatedAction, SettledAPIError, SettledClient, SettledUnreachable
-from settled.handoff import Handoff
-from settled.models import ActionStatus
-from settled.stack import Stack, free_port
-from settled.states import State
+from settled.domain.handoff import Handoff
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
+from settled.runtime.stack import Stack, free_port
 from tests.client.support import AsyncSandbox, LosingProxy, new_id, refund
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from settled.cli.main import main, parser
 
-from settled.cli import main, parser
-from settled.kinds import sandbox_kinds_text
-from settled.stack import StackError, ensure_free, free_port
+from settled.domain.kinds import sandbox_kinds_text
+from settled.runtime.stack import StackError, ensure_free, free_port
 
 PROC_TCP = Path("/proc/net/tcp")
 

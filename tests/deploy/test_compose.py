@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
+from settled.cli.main import parser
 
-from settled import stack, visibility
-from settled.cli import parser
+from settled.runtime import stack
+from settled.temporal import visibility
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_TEXT = (ROOT / "docker-compose.yml").read_text()

@@ -17,8 +17,8 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from settled import visibility
-from settled.stack import free_port, temporal_binary
+from settled.runtime.stack import free_port, temporal_binary
+from settled.temporal import visibility
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "deploy" / "temporal" / "setup.sh"

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from settled.drill.proxy import FaultProxy, running
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.helpers import Sandbox, new_id
 
 BOOKING = {"room": "Ada", "day": "Thursday"}

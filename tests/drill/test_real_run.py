@@ -9,7 +9,7 @@ from rich.console import Console
 from settled.drill.cli import drill, exit_code
 from settled.drill.plan import CUTS, Options
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.drill.builders import CONTRACT_METRICS
 from tests.helpers import Sandbox
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from settled.drill.arms.state import at_rest, claim_of, reversing
 
-from settled.models import ActionStatus
+from settled.domain.models import ActionStatus
 
 AT = "2026-01-01T00:00:00Z"
 

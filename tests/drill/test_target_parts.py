@@ -16,7 +16,7 @@ from settled.drill.target import (
     truth_from_signs,
 )
 
-from settled.kinds import kinds_toml, parse_kinds
+from settled.domain.kinds import kinds_toml, parse_kinds
 from tests.drill.builders import at
 
 TABLE = {

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from settled.kinds import Variant
-from settled.stack import Stack
+from settled.domain.kinds import Variant
+from settled.runtime.stack import Stack
 from tests.helpers import TEST_KINDS, Sandbox, api_client, sandbox_of
 
 # How long a killed part's work may take to be picked up and settled by whoever takes over.

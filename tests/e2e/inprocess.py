@@ -6,16 +6,16 @@ deadline that has passed before Temporal could answer."""
 import asyncio
 from datetime import timedelta
 
+from settled.gateway.gateway import Gateway
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from settled.codec import data_converter
-from settled.config import Settings
-from settled.gateway import Gateway
-from settled.identity import conversation_workflow_id
-from settled.kinds import load_kinds
-from settled.models import CreateAction
-from settled.stack import Stack
+from settled.domain.kinds import load_kinds
+from settled.domain.models import CreateAction
+from settled.runtime.config import Settings
+from settled.runtime.stack import Stack
+from settled.temporal.codec import data_converter
+from settled.temporal.identity import conversation_workflow_id
 from tests.helpers import BOOKING
 
 CLOSE_WITHIN_S = 60.0

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from settled.identity import action_workflow_id
-from settled.stack import Stack
+from settled.runtime.stack import Stack
+from settled.temporal.identity import action_workflow_id
 from tests.e2e.conftest import TAKEOVER_S
 from tests.e2e.test_crashes import CRASH_KINDS, send_create
 from tests.e2e.watch import ClaimWatcher

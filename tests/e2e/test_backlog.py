@@ -9,10 +9,10 @@ import time
 
 import httpx
 import pytest
+from settled.gateway.gateway import ANSWER_GRACE_S, GatewayError
 
-from settled.gateway import ANSWER_GRACE_S, GatewayError
-from settled.models import CreateAction
-from settled.stack import Stack
+from settled.domain.models import CreateAction
+from settled.runtime.stack import Stack
 from tests.e2e.conftest import StackOptions
 from tests.e2e.inprocess import gateway_on
 from tests.helpers import BOOKING, Sandbox, create, new_id

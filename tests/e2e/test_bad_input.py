@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from settled.api.strict import is_identifier
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, status, wait_for
 
 MAX_BODY = 64 * 1024  # the stack's SETTLED_MAX_BODY_BYTES (the default)
@@ -272,7 +272,7 @@ def test_a_malformed_path_id_never_reaches_temporal(credential: str) -> None:
     from settled.api.app import create_app
     from settled.api.page.links import mint_link
 
-    from settled.config import Settings
+    from settled.runtime.config import Settings
 
     key = "acme-key-0123456789"
     env = {"SETTLED_TEMPORAL_ADDRESS": "127.0.0.1:1"}

@@ -18,12 +18,10 @@ from typing import Any
 import httpx
 import pytest
 from settled.activities.lanes import queue_slots, shared_budget
+from settled.gateway.gateway import Gateway
 from temporalio.client import Client
 
-from settled.config import Settings
-from settled.gateway import Gateway
-from settled.identity import kind_task_queue
-from settled.kinds import (
+from settled.domain.kinds import (
     PLAIN_REFUND_PARAMS,
     Kinds,
     KindSpec,
@@ -32,7 +30,9 @@ from settled.kinds import (
     parse_kinds,
     sandbox_kinds_text,
 )
-from settled.stack import Stack
+from settled.runtime.config import Settings
+from settled.runtime.stack import Stack
+from settled.temporal.identity import kind_task_queue
 from tests.e2e.conftest import TAKEOVER_S, StackOptions
 from tests.helpers import (
     BOOKING,

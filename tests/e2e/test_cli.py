@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.helpers import BOOKING, Sandbox, create, new_id, wait_for, wait_state
 
 

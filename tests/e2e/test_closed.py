@@ -6,9 +6,9 @@ termination (the days cannot pass here)."""
 import httpx
 from temporalio.client import Client
 
-from settled.codec import data_converter
-from settled.identity import action_workflow_id, conversation_workflow_id
-from settled.stack import Stack
+from settled.runtime.stack import Stack
+from settled.temporal.codec import data_converter
+from settled.temporal.identity import action_workflow_id, conversation_workflow_id
 from tests.helpers import BOOKING, Sandbox, create, new_id, status
 
 

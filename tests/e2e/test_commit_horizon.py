@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.e2e.watch import ClaimWatcher
 from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, states_seen, status, wait_for, wait_state
 

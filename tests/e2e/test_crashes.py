@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from settled.stack import Child, Stack
+from settled.runtime.stack import Child, Stack
 from tests.e2e.conftest import LONG_TIMEOUT, TAKEOVER_S, StackOptions
 from tests.e2e.watch import ClaimWatcher
 from tests.helpers import BOOKING, REFUND, Sandbox, create, new_id, states_seen, wait_for, wait_state

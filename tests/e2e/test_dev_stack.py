@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from settled.stack import Ports, free_port
+from settled.runtime.stack import Ports, free_port
 from tests.helpers import wait_for
 
 

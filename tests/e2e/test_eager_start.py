@@ -12,8 +12,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from settled.identity import action_workflow_id, conversation_workflow_id
-from settled.stack import Stack
+from settled.runtime.stack import Stack
+from settled.temporal.identity import action_workflow_id, conversation_workflow_id
 from tests.e2e.conftest import StackOptions
 from tests.helpers import BOOKING, api_client, create, new_id
 

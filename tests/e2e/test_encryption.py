@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from temporalio.client import Client
 
-from settled.codec import new_key
-from settled.identity import action_workflow_id
-from settled.stack import Ports, Stack
+from settled.runtime.stack import Ports, Stack
+from settled.temporal.codec import new_key
+from settled.temporal.identity import action_workflow_id
 
 SECRET = "Lovelace-Secret-Room"
 KEY = "tenant-key-0123456789"
@@ -81,7 +81,7 @@ def test_without_a_key_the_answer_is_401_even_when_temporal_is_down(tmp_path: Pa
     env = {"SETTLED_API_KEYS": f"acme:{KEY}", "SETTLED_TEMPORAL_ADDRESS": "127.0.0.1:1"}
     from settled.api.app import create_app
 
-    from settled.config import Settings
+    from settled.runtime.config import Settings
 
     app = create_app(Settings.from_env(env))
     with TestClient(app) as client:

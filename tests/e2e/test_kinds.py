@@ -2,8 +2,8 @@
 
 import httpx
 
-from settled.kinds import load_kinds
-from settled.stack import Stack
+from settled.domain.kinds import load_kinds
+from settled.runtime.stack import Stack
 
 
 def test_the_kinds_are_listed_as_the_worker_runs_them_and_without_addresses(

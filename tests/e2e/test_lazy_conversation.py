@@ -14,8 +14,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from settled.identity import conversation_workflow_id
-from settled.stack import Stack
+from settled.runtime.stack import Stack
+from settled.temporal.identity import conversation_workflow_id
 from tests.e2e.inprocess import closed_idle_conversation
 from tests.helpers import BOOKING, create, new_id
 

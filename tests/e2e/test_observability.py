@@ -4,7 +4,7 @@ import json
 
 import httpx
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.helpers import BOOKING, Sandbox, create, new_id, wait_for, wait_state
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.e2e.conftest import TAKEOVER_S
 from tests.e2e.watch import ClaimWatcher
 from tests.helpers import BOOKING, REFUND, Sandbox, create, healthy, new_id, status, wait_for, wait_state

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.e2e.conftest import StackOptions
 from tests.helpers import (
     BOOKING,

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from settled.api.page.links import mint_link
 
-from settled.config import Settings
-from settled.stack import Ports, Stack, free_port
+from settled.runtime.config import Settings
+from settled.runtime.stack import Ports, Stack, free_port
 from tests.e2e.conftest import StackOptions
 from tests.helpers import BOOKING, Sandbox, api_client, create, new_id, wait_for
 

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from settled.kinds import Variant
-from settled.stack import Stack
+from settled.domain.kinds import Variant
+from settled.runtime.stack import Stack
 from tests.e2e.conftest import StackOptions
 from tests.helpers import (
     BOOKING,

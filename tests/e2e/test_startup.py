@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from settled.stack import free_port
+from settled.runtime.stack import free_port
 from tests.helpers import wait_for
 
 KEY = "tenant-key-0123456789"

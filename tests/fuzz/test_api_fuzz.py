@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.generation import GenerationMode
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 
 EXAMPLES_PER_OPERATION = 15
 SKIPPED = ("/stream", "/metrics")  # an endless stream, and plain text

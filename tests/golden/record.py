@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from settled.identity import action_workflow_id, conversation_workflow_id
-from settled.stack import Stack
+from settled.runtime.stack import Stack
+from settled.temporal.identity import action_workflow_id, conversation_workflow_id
 from tests.e2e.inprocess import closed_idle_conversation
 from tests.helpers import BOOKING, PAYOUT, REFUND, SERVICE_KINDS, TEST_KINDS, Sandbox, create, wait_state
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.helpers import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,9 +17,9 @@ import uvicorn
 from settled.api.app import create_app
 from settled.api.page.links import LinkError, mint_link, mint_token, verify_token
 
-from settled.config import Settings, parse_api_keys
-from settled.kinds import Variant, sandbox_kinds_text
-from settled.stack import Stack, free_port
+from settled.domain.kinds import Variant, sandbox_kinds_text
+from settled.runtime.config import Settings, parse_api_keys
+from settled.runtime.stack import Stack, free_port
 from tests.helpers import BOOKING, Sandbox, new_id, wait_for
 from tests.page.conftest import CHROMIUM, Watched, only_record
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from settled.stack import free_port
+from settled.runtime.stack import free_port
 from tests.sandbox.support import until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from settled.kinds import kinds_toml
-from settled.stack import Stack
+from settled.domain.kinds import kinds_toml
+from settled.runtime.stack import Stack
 from tests.helpers import FAST, api_client
 from tests.services.servers import (
     REPO,

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import httpx
 from settled.drill.proxy import Exchange, FaultProxy, ProxyFault, ProxyMode
 
-from settled.stack import Child, free_port, wait_until
+from settled.runtime.stack import Child, free_port, wait_until
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ import base64
 
 import httpx
 
-from settled.stack import Stack
+from settled.runtime.stack import Stack
 from tests.helpers import create, new_id, wait_state
 from tests.services.servers import LocalStripe, ProxyThread, Radicale, StripeRecords
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from settled.stack import free_port
+from settled.runtime.stack import free_port
 from tests.helpers import create, new_id, states_seen, status, wait_state
 from tests.services.conftest import EXAMPLES
 from tests.services.servers import ProxyThread, StripeRecords

@@ -14,16 +14,16 @@ from contextlib import AsyncExitStack
 import httpx
 import pytest
 from settled.api.app import create_app
+from settled.gateway.gateway import Gateway
 from settled.workflows.hosting import build_worker, kind_workers
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
-from settled import visibility
-from settled.codec import data_converter
-from settled.config import Settings
-from settled.gateway import Gateway
-from settled.kinds import load_kinds
-from settled.stack import Stack
+from settled.domain.kinds import load_kinds
+from settled.runtime.config import Settings
+from settled.runtime.stack import Stack
+from settled.temporal import visibility
+from settled.temporal.codec import data_converter
 from tests.client.support import AsyncSandbox
 from tests.timeskip.support import KINDS, Harness, time_skipping_server
 

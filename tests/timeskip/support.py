@@ -14,6 +14,7 @@ import httpx
 import pytest
 from google.protobuf.message import Message
 from settled.api.routes.conversations import StreamPosition, _events
+from settled.gateway.gateway import Gateway
 from settled.workflows.hosting import WORKFLOWS, workflow_runner
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
@@ -21,9 +22,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from settled.gateway import Gateway
-from settled.identity import action_workflow_id, conversation_workflow_id
-from settled.kinds import PLAIN_REFUND_PARAMS, Kinds, Variant
+from settled.domain.kinds import PLAIN_REFUND_PARAMS, Kinds, Variant
+from settled.temporal.identity import action_workflow_id, conversation_workflow_id
 from tests.client.support import AsyncSandbox, eventually
 
 # The time-skipping tier's kinds: the sandbox services with the default durations this tier is about

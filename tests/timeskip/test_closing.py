@@ -6,7 +6,7 @@ from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 
-from settled.identity import action_workflow_id, conversation_workflow_id
+from settled.temporal.identity import action_workflow_id, conversation_workflow_id
 from tests.client.support import eventually, new_id
 from tests.timeskip.support import DAY, Harness
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowHistory
 
-from settled.identity import action_workflow_id
+from settled.temporal.identity import action_workflow_id
 from tests.client.support import eventually, new_id
 from tests.timeskip.support import DAY, Harness
 

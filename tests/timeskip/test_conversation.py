@@ -8,8 +8,8 @@ from settled.workflows.conversation import EVENT_LOG_MAX_BYTES, ConversationWork
 from settled.workflows.messages import ActionChanged, ConversationStart
 from temporalio.client import WorkflowExecutionStatus
 
-from settled.identity import conversation_workflow_id
-from settled.models import ActionStatus
+from settled.domain.models import ActionStatus
+from settled.temporal.identity import conversation_workflow_id
 from tests.client.support import eventually, new_id
 from tests.timeskip.support import DAY, Harness
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 
-from settled import visibility
-from settled.identity import action_workflow_id
+from settled.temporal import visibility
+from settled.temporal.identity import action_workflow_id
 from tests.client.support import eventually, new_id
 from tests.timeskip.support import DAY, Harness
 

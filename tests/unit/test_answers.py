@@ -15,7 +15,7 @@ from settled.business.answers import (
     classify_lookup,
 )
 from settled.business.shapes import Values, build
-from settled.kinds import KindSpec, parse_kinds
+from settled.domain.kinds import KindSpec, parse_kinds
 
 REFUND = """
 [kinds.refund]
@@ -108,7 +108,7 @@ def test_a_form_without_fields_flattens_the_params() -> None:
 
 
 def test_a_kind_without_the_new_keys_sends_what_it_sent_before() -> None:
-    from settled.kinds import load_kinds
+    from settled.domain.kinds import load_kinds
 
     booking = load_kinds(None).get("room_booking")
     assert booking is not None
@@ -128,7 +128,7 @@ def test_a_kind_without_the_new_keys_sends_what_it_sent_before() -> None:
      (503, "unknown"), (302, "unknown"), (101, "unknown")],
 )  # fmt: skip
 def test_dispatch_answers_are_classified_as_the_contract_says(code: int, result: str) -> None:
-    from settled.kinds import load_kinds
+    from settled.domain.kinds import load_kinds
 
     booking = load_kinds(None).get("room_booking")
     assert booking is not None and booking.dispatch is not None

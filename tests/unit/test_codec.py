@@ -5,7 +5,7 @@ import base64
 import pytest
 from temporalio.api.common.v1 import Payload
 
-from settled.codec import KEY_ID, EncryptionCodec, EncryptionKeyError, new_key, parse_keys
+from settled.temporal.codec import KEY_ID, EncryptionCodec, EncryptionKeyError, new_key, parse_keys
 
 PLAIN = Payload(metadata={"encoding": b"json/plain"}, data=b'{"name": "Ada Lovelace"}')
 

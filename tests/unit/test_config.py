@@ -5,8 +5,8 @@ import base64
 
 import pytest
 
-from settled.config import RateLimit, Settings, SettingsError, parse_rate_limit, unknown_variables
-from settled.kinds import KindsFileError, Variant, load_kinds, parse_kinds, sandbox_kinds_text
+from settled.domain.kinds import KindsFileError, Variant, load_kinds, parse_kinds, sandbox_kinds_text
+from settled.runtime.config import RateLimit, Settings, SettingsError, parse_rate_limit, unknown_variables
 
 KEY = "tenant-key-0123456789"
 GOOD_KIND = """

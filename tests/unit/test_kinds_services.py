@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from settled.kinds import KindsFileError, parse_kinds
+from settled.domain.kinds import KindsFileError, parse_kinds
 from tests.unit.test_answers import BOOKING, REFUND
 
 
@@ -99,7 +99,7 @@ def test_a_handler_that_cannot_be_used_refuses_start_up(handler: str, named: str
 
 def test_the_examples_shipped_are_valid_and_their_handler_imports() -> None:
     from settled.business.code import with_handlers
-    from settled.kinds import load_kinds
+    from settled.domain.kinds import load_kinds
 
     examples = Path(__file__).parents[2] / "examples" / "kinds"
     for name in ("payments.toml", "calendar.toml"):

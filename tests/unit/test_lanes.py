@@ -3,8 +3,8 @@
 import pytest
 from settled.activities.lanes import SHARED_PER_KIND, SHARED_PER_PROCESS, queue_slots, shared_budget
 
-from settled.identity import kind_task_queue
-from settled.kinds import parse_kinds, sandbox_kinds_text
+from settled.domain.kinds import parse_kinds, sandbox_kinds_text
+from settled.temporal.identity import kind_task_queue
 
 
 def spec(max_in_flight: int | None):  # type: ignore[no-untyped-def]

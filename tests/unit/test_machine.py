@@ -4,11 +4,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from settled.handoff import fully_presented
-from settled.kinds import load_kinds
-from settled.machine import ActionRecord, ControlRefused, NewAction, Step
-from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
-from settled.states import State
+from settled.domain.handoff import fully_presented
+from settled.domain.kinds import load_kinds
+from settled.domain.machine import ActionRecord, ControlRefused, NewAction, Step
+from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+from settled.domain.states import State
 
 KINDS = load_kinds(None)
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

@@ -3,10 +3,10 @@ idempotency window, and code kinds' traits. No Temporal, no HTTP."""
 
 import pytest
 
-from settled.kinds import HandlerTraits
-from settled.machine import ActionRecord, ControlRefused
-from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
-from settled.states import State
+from settled.domain.kinds import HandlerTraits
+from settled.domain.machine import ActionRecord, ControlRefused
+from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+from settled.domain.states import State
 from tests.unit.test_machine import CONFIRMED, LOST, at, record
 
 PENDING = DispatchOutcome(result="pending", status_code=202, business_ref="t-1", detail="accepted")

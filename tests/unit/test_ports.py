@@ -3,7 +3,7 @@ and port-0 binds, so none is taken between being picked and being bound by its p
 
 import socket
 
-from settled.stack import Ports, _ephemeral_low, free_port
+from settled.runtime.stack import Ports, _ephemeral_low, free_port
 
 
 def test_the_stack_gets_five_distinct_free_ports_below_the_ephemeral_range() -> None:

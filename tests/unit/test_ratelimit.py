@@ -3,7 +3,7 @@
 import pytest
 from settled.api.ratelimit import TokenBuckets
 
-from settled.config import RateLimit
+from settled.runtime.config import RateLimit
 
 
 class Clock:

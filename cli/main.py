@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from settled.config import SettingsError, unknown_variables
+from settled.runtime.config import SettingsError, unknown_variables
 
 
 def _bind_address(text: str) -> str:
@@ -129,7 +129,7 @@ def _run_tool(name: str, argv: list[str]) -> int:
 
 
 def _run_part(args: argparse.Namespace) -> None:
-    from settled import parts
+    from settled.cli import parts
 
     handlers: dict[str, Callable[[argparse.Namespace], None]] = {
         "dev": parts.dev,
@@ -166,8 +166,8 @@ def _check_kinds(args: argparse.Namespace) -> int:
 
     from settled.business.code import with_handlers
     from settled.business.preview import preview
-    from settled.config import Settings
-    from settled.kinds import load_kinds
+    from settled.domain.kinds import load_kinds
+    from settled.runtime.config import Settings
 
     path = args.file or Settings.from_env().kinds_file("check-kinds")
     kinds, _ = with_handlers(load_kinds(path))
@@ -194,7 +194,7 @@ def _check_kinds(args: argparse.Namespace) -> int:
 def _main(argv: list[str] | None = None) -> None:
     from settled.business.code import HandlerError
     from settled.business.secrets import SecretError
-    from settled.kinds import KindsFileError
+    from settled.domain.kinds import KindsFileError
 
     line = sys.argv[1:] if argv is None else argv
     if line and line[0] in TOOLS:
@@ -212,7 +212,7 @@ def _main(argv: list[str] | None = None) -> None:
 
             sys.exit(run_drill(args))
         else:
-            from settled import operators
+            from settled.cli import operators
 
             code = asyncio.run(operators.run(args))
             # The Temporal SDK's runtime threads can abort a finalizing interpreter (PyGILState_Release):

@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
-from settled import visibility
-from settled.kinds import SANDBOX_URL, Variant, sandbox_kinds_text
+from settled.domain.kinds import SANDBOX_URL, Variant, sandbox_kinds_text
+from settled.temporal import visibility
 
 DYNAMIC_CONFIG = (
     "system.enableEagerWorkflowStart=true",

@@ -9,10 +9,9 @@ changes only in a workflow task, which such a run has not had.
 
 from typing import Any
 
+from settled.workflows.messages import ActionChanged, ConversationStart, ConversationState
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
-
-from settled.workflows.messages import ActionChanged, ConversationStart, ConversationState
 
 STARTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
 SIGNALED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED

@@ -6,7 +6,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from settled.kinds import KindSpec
+from settled.domain.kinds import KindSpec
 
 _QUOTED = re.compile(r"'([^']+)'")
 

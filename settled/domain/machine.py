@@ -15,11 +15,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from settled.kinds import KindSpec
-from settled.models import REDACTED_MARK, ActionStatus, Channel, HistoryEntry, LogEntry, Presented
-from settled.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
-from settled.say import say_for
-from settled.states import SETTLED, State, claim_for
+from settled.domain.kinds import KindSpec
+from settled.domain.models import REDACTED_MARK, ActionStatus, Channel, HistoryEntry, LogEntry, Presented
+from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
+from settled.domain.say import say_for
+from settled.domain.states import SETTLED, State, claim_for
 
 LOG_LIMIT = 50
 # Reconcile requests this soon after a lookup are answered by it: a burst of events is one lookup.

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from settled.urls import http_url_problem
+from settled.domain.urls import http_url_problem
 
 _TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ADDRESS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:(\d{1,5})$")
@@ -60,7 +60,7 @@ class Settings:
     api_keys: dict[str, str] = field(default_factory=dict)
     sandbox_url: str = "http://127.0.0.1:8100"
     max_body_bytes: int = 64 * 1024
-    # Payload encryption keys, the first encrypting (settled.codec). Empty: payloads are plain JSON.
+    # Payload encryption keys, the first encrypting (settled.temporal.codec). Empty: payloads are plain JSON.
     encryption_keys: dict[str, bytes] = field(default_factory=dict)
     # Browser origins allowed to call /codec (the Temporal UI's); nothing else is cross-origin.
     codec_cors_origins: list[str] = field(default_factory=list)
@@ -201,7 +201,7 @@ def _origins(text: str) -> list[str]:
 
 
 def _encryption_keys(text: str) -> dict[str, bytes]:
-    from settled.codec import EncryptionKeyError, parse_keys
+    from settled.temporal.codec import EncryptionKeyError, parse_keys
 
     try:
         keys = parse_keys(text)

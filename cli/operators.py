@@ -11,17 +11,17 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from settled.gateway.gateway import Gateway, GatewayError, connect
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from settled import visibility
-from settled.codec import data_converter
-from settled.config import Settings
-from settled.gateway import Gateway, GatewayError, connect
-from settled.identity import action_workflow_id
-from settled.kinds import load_kinds
-from settled.models import ActionStatus
-from settled.states import State
+from settled.domain.kinds import load_kinds
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
+from settled.runtime.config import Settings
+from settled.temporal import visibility
+from settled.temporal.codec import data_converter
+from settled.temporal.identity import action_workflow_id
 
 console = Console()
 OPERATOR_WAIT_S = 10.0

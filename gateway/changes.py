@@ -10,13 +10,13 @@ written, and costs nothing while nothing changes.
 import asyncio
 from collections.abc import AsyncIterator
 
+from settled.workflows.messages import STATUS_MEMO, VERSION_MEMO
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from settled.models import ActionStatus, is_redacted, redacted_like
-from settled.workflows.messages import STATUS_MEMO, VERSION_MEMO
+from settled.domain.models import ActionStatus, is_redacted, redacted_like
 
 PROPERTIES_MODIFIED = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
 # How often an action that does not exist yet is looked for (tracked by its conversation before its

@@ -8,9 +8,9 @@ that met an applied write are always the built-in ones, so an override cannot hi
 
 from typing import Any, Protocol
 
-from settled.kinds import KindSpec
-from settled.states import State
-from settled.templates import placeholders, render
+from settled.domain.kinds import KindSpec
+from settled.domain.states import State
+from settled.domain.templates import placeholders, render
 
 
 class Sayable(Protocol):

@@ -12,6 +12,25 @@ from contextlib import suppress
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from settled.gateway.changes import action_changes, current, snapshot
+from settled.gateway.kept import kept_from_history
+from settled.workflows.action import ActionWorkflow
+from settled.workflows.conversation import IDLE_CLOSE_AFTER, ConversationWorkflow
+from settled.workflows.messages import (
+    CURRENT_REVISION,
+    ActionStart,
+    Amend,
+    Authorize,
+    Cancel,
+    ChannelEvent,
+    ChannelEventResult,
+    ConversationStart,
+    ConversationState,
+    ConversationView,
+    Present,
+    Reconcile,
+    Register,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
@@ -34,40 +53,21 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from settled import visibility
-from settled.changes import action_changes, current, snapshot
-from settled.codec import data_converter
-from settled.config import Settings
-from settled.handoff import Channels, Handoff, build_handoff
-from settled.identity import (
+from settled.domain.handoff import Channels, Handoff, build_handoff
+from settled.domain.kinds import Kinds
+from settled.domain.machine import NewAction
+from settled.domain.models import WAIT_MAX_S, ActionStatus, CreateAction
+from settled.domain.params import InvalidParams, validate_params
+from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
+from settled.runtime.config import Settings
+from settled.temporal import visibility
+from settled.temporal.codec import data_converter
+from settled.temporal.identity import (
     TASK_QUEUE,
     action_workflow_id,
     conversation_workflow_id,
     kind_task_queue,
     operation_key,
-)
-from settled.kept import kept_from_history
-from settled.kinds import Kinds
-from settled.machine import NewAction
-from settled.models import WAIT_MAX_S, ActionStatus, CreateAction
-from settled.params import InvalidParams, validate_params
-from settled.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
-from settled.workflows.action import ActionWorkflow
-from settled.workflows.conversation import IDLE_CLOSE_AFTER, ConversationWorkflow
-from settled.workflows.messages import (
-    CURRENT_REVISION,
-    ActionStart,
-    Amend,
-    Authorize,
-    Cancel,
-    ChannelEvent,
-    ChannelEventResult,
-    ConversationStart,
-    ConversationState,
-    ConversationView,
-    Present,
-    Reconcile,
-    Register,
 )
 
 T = TypeVar("T")
@@ -660,7 +660,7 @@ class Gateway:
         self, tenant: str | None, operation_id: str, after: int | None
     ) -> AsyncIterator[tuple[int, ActionStatus]]:
         """Each durable change of an action after change number `after`, read from its own history
-        (`settled.changes.action_changes`)."""
+        (`settled.gateway.changes.action_changes`)."""
         return action_changes(self.client, self._action(tenant, operation_id), after)
 
     async def conversation_changes(

@@ -1,7 +1,7 @@
 """What a business system's answer means to an action: the verdicts the state machine reads.
 
 How an HTTP answer or a handler's report becomes one of these is settled.business.answers; the
-machine (settled.machine) decides what each verdict does to the action.
+machine (settled.domain.machine) decides what each verdict does to the action.
 """
 
 from typing import Literal

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
-from settled.states import Claim, State
+from settled.domain.states import Claim, State
 
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]

@@ -4,8 +4,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from settled.models import ActionStatus
-from settled.states import SETTLED, State
+from settled.domain.models import ActionStatus
+from settled.domain.states import SETTLED, State
 
 Work = Literal["idle", "continuing", "waiting_for_user", "stopped"]
 ChannelState = Literal["unused", "open", "closed"]

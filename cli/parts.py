@@ -7,10 +7,10 @@ import sys
 import threading
 
 from settled.business.startup import prepare
-from settled.config import Settings
-from settled.kinds import load_kinds
-from settled.logs import configure as configure_logs
-from settled.stack import Ports, Stack, StackError, ensure_free
+from settled.domain.kinds import load_kinds
+from settled.runtime.config import Settings
+from settled.runtime.logs import configure as configure_logs
+from settled.runtime.stack import Ports, Stack, StackError, ensure_free
 
 
 def _fail(message: str) -> None:
@@ -104,7 +104,6 @@ def worker(args: argparse.Namespace) -> None:
 
 def api(args: argparse.Namespace) -> None:
     import uvicorn
-
     from settled.api.app import create_app
 
     settings = Settings.from_env()

@@ -29,9 +29,9 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from settled.states import State
-from settled.templates import placeholders, substitute
-from settled.urls import http_url_problem
+from settled.domain.states import State
+from settled.domain.templates import placeholders, substitute
+from settled.domain.urls import http_url_problem
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 _SAY_FIELDS = {"business_ref", "reason", "description", "operation_id"}
