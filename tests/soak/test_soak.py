@@ -1,5 +1,5 @@
 """The soak's short setting in CI: its own stack, 100 concurrent actions under random faults and
-channel events, and not one violation (the long setting is in the README's Reliability section)."""
+channel events, and not one violation (the long setting is in docs/testing.md, "The soak")."""
 
 from pathlib import Path
 
