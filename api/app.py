@@ -7,12 +7,12 @@ from fastapi import FastAPI
 from settled.api import errors
 from settled.api.cors import CodecCors
 from settled.api.deps import GatewayHolder
+from settled.api.edges.platforms import retell, vapi
+from settled.api.edges.platforms.webhooks import PLATFORM_BODY_BYTES, PLATFORM_PREFIX
 from settled.api.limits import BodySizeLimit
 from settled.api.metrics import ApiMetrics, HostedWorkerCounters, MeasureRequests
 from settled.api.metrics import router as metrics_router
 from settled.api.page.routes import router as page_router
-from settled.api.platforms import retell, vapi
-from settled.api.platforms.webhooks import PLATFORM_BODY_BYTES, PLATFORM_PREFIX
 from settled.api.ratelimit import RateLimited
 from settled.api.routes import actions, codec, conversations, health
 from settled.api.routes.kinds import router as kinds_router

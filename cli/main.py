@@ -125,7 +125,7 @@ def _run_tool(name: str, argv: list[str]) -> int:
 
         return page_link(argv)
     if name == "platform-tools":
-        from settled.api.platforms.tools import main as platform_tools
+        from settled.api.edges.platforms.tools import main as platform_tools
 
         return platform_tools(argv)
     from settled.bench.cli import main as bench

@@ -27,6 +27,11 @@ from vapi.types import (
 )
 
 EXAMPLES = Path(__file__).parent / "examples"
+# How the adapters' text begins for an action that is not final: being sent, or sent and being checked.
+NOT_FINAL = (
+    "Request recorded and being sent; not confirmed yet.",
+    "Request sent, but its result is not verified",
+)
 _CREATED = dt.datetime(2026, 12, 4, 9, 0, tzinfo=dt.UTC)
 
 # -- Vapi --------------------------------------------------------------------------------------------

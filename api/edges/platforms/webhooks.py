@@ -11,7 +11,7 @@ from fastapi import HTTPException
 
 from settled.business.secrets import SecretError, read_secret, secret_is_set
 
-log = logging.getLogger("settled.api.platforms")
+log = logging.getLogger("settled.api.edges.platforms")
 
 # A signed request older (or newer) than this is refused: a recorded request cannot be replayed later.
 MAX_AGE_S = 300.0

@@ -16,15 +16,15 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from settled.api.edges.inprocess import tenant_key
+from settled.api.edges.platforms.answers import ToolCall, answer_calls, channel_events, worth_a_retry
+from settled.api.edges.platforms.webhooks import fresh, hex_hmac, json_object, optional_secret, refused, same
 from settled.api.errors import error_response
-from settled.api.platforms.answers import ToolCall, answer_calls, channel_events, worth_a_retry
-from settled.api.platforms.webhooks import fresh, hex_hmac, json_object, optional_secret, refused, same
 
 from settled.business.secrets import SecretError
 from settled.client import SettledError
 from settled.runtime.config import Settings
 
-log = logging.getLogger("settled.api.platforms")
+log = logging.getLogger("settled.api.edges.platforms")
 router = APIRouter(prefix="/v1/platforms/retell", tags=["platforms"])
 
 API_KEY = "SETTLED_RETELL_API_KEY"

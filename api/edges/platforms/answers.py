@@ -15,11 +15,13 @@ from settled.api.edges.inprocess import edge_client, offered_kinds
 
 from settled.client import SettledError
 
-log = logging.getLogger("settled.api.platforms")
+log = logging.getLogger("settled.api.edges.platforms")
 
 # Part of the wait kept for the answer's way back (the in-process call, the JSON), so the whole
 # answer is sent within the wait; at most this much, and at most a quarter of the wait.
 RETURN_MARGIN_S = 1.0
+# What the answers still need once the wait ends: writing them out.
+WRITE_S = 0.05
 # A call still unanswered when the wait ends keeps going here, so its action is recorded all the
 # same (the model's next call with the same details meets it); referenced until it ends.
 _left_running: set["asyncio.Task[str]"] = set()
@@ -61,7 +63,7 @@ async def answer_calls(
     tasks = [asyncio.ensure_future(answer(call)) for call in calls]
     if not tasks:
         return []
-    await asyncio.wait(tasks, timeout=wait_s)
+    await asyncio.wait(tasks, timeout=wait_s - WRITE_S)
     answers = []
     for task in tasks:
         if not task.done():
