@@ -173,9 +173,16 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
     """A warning per SETTLED_* variable settled does not read (a typo of SETTLED_API_KEYS would
     otherwise run the API open), naming the closest known one."""
     env = os.environ if env is None else env
+    # The variables SETTLED_RETELL_API_KEYS names hold tenants' keys: read, whatever their names.
+    named = {
+        variable + suffix
+        for entry in env.get("SETTLED_RETELL_API_KEYS", "").split(",")
+        for variable in [entry.partition(":")[2].strip()]
+        for suffix in ("", "_FILE")
+    }
     warnings = []
     for name in sorted(env):
-        if name.startswith("SETTLED_") and name not in KNOWN_VARIABLES + _TEST_VARIABLES:
+        if name.startswith("SETTLED_") and name not in (*KNOWN_VARIABLES, *_TEST_VARIABLES, *named):
             # Compared without the shared prefix, which would make every name look close.
             suffixes = [known.removeprefix("SETTLED_") for known in KNOWN_VARIABLES]
             close = difflib.get_close_matches(name.removeprefix("SETTLED_"), suffixes, n=1)

@@ -14,7 +14,7 @@ from vapi.core.pydantic_utilities import parse_obj_as
 from vapi.types import CreateFunctionToolDto
 
 from settled.domain.kinds import sandbox_kinds_text
-from settled.runtime.config import Settings, SettingsError
+from settled.runtime.config import Settings, SettingsError, unknown_variables
 
 BASE = "https://settled.example.com"
 
@@ -111,3 +111,14 @@ def test_the_platform_settings_default_to_eight_seconds() -> None:
         }
     )
     assert keyed.retell_api_keys == {"acme": "ACME_RETELL"} and keyed.vapi_wait_s == 2.5
+
+
+def test_the_variables_holding_retell_keys_are_not_called_unknown() -> None:
+    env = {
+        "SETTLED_RETELL_API_KEYS": "acme:SETTLED_ACME_RETELL",
+        "SETTLED_ACME_RETELL_FILE": "/run/secrets/acme-retell",
+        "SETTLED_RETELL_WAIT": "8",
+    }
+    assert unknown_variables(env) == [
+        "SETTLED_RETELL_WAIT is not a setting settled reads (ignored); did you mean SETTLED_RETELL_WAIT_S?"
+    ]
