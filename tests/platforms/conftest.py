@@ -15,6 +15,9 @@ VAPI_HMAC_SECRET = "vapi-hmac-3b1f9c0e7d"
 ACME_RETELL_KEY = "key_acme_retell_5d2a8f"
 GLOBEX_RETELL_KEY = "key_globex_retell_91c4e6"
 WAIT_S = 3.0
+# The answer's way back over real HTTP on a loaded machine, on top of the wait.
+RETURN_SLACK_S = 1.0
+KIND = "refund_nodedup"  # a service that does not deduplicate: a second send would be a second refund
 SECRETS = {
     "the Vapi HMAC secret": VAPI_HMAC_SECRET,
     "acme's Retell key": ACME_RETELL_KEY,

@@ -7,11 +7,13 @@ import hashlib
 import hmac
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from retell.lib.webhook_auth import symmetric
 from retell.types import WebCallResponse
+from settled.adapters.common import derived_operation_id
 from vapi.core.pydantic_utilities import parse_obj_as
 from vapi.types import (
     Analysis,
@@ -130,3 +132,17 @@ def retell_signed(api_key: str, body: bytes, at_ms: int | None = None) -> dict[s
 
 def example(name: str) -> Any:
     return json.loads((EXAMPLES / name).read_text())
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The operation ids settled derives for one platform's calls (conversation `PLATFORM:{call id}`),
+    by the adapters' own rule, and the operation keys the business service records them under."""
+
+    platform: str
+
+    def op_id(self, call_id: str, kind: str, params: dict[str, Any]) -> str:
+        return derived_operation_id(f"{self.platform}:{call_id}", kind, params)
+
+    def op_key(self, tenant: str, call_id: str, kind: str, params: dict[str, Any]) -> str:
+        return f"{tenant}:{self.op_id(call_id, kind, params)}"

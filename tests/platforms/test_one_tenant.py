@@ -10,17 +10,17 @@ import httpx
 from settled.runtime.stack import Stack
 from tests.e2e.conftest import StackOptions, module_api, module_sandbox, module_stack
 from tests.helpers import REFUND, TEST_KINDS, Sandbox, new_id, wait_for
+from tests.platforms.conftest import KIND
 from tests.platforms.payloads import (
+    Derived,
     retell_event,
     retell_function,
     retell_signed,
     vapi_results,
     vapi_tool_calls,
 )
-from tests.platforms.test_retell import op_id as retell_op
-from tests.platforms.test_vapi import KIND
-from tests.platforms.test_vapi import op_id as vapi_op
 
+vapi_op, retell_op = Derived("vapi").op_id, Derived("retell").op_id
 __all__ = ["module_api", "module_sandbox", "module_stack"]  # the module's stack, its API and its sandbox
 
 RETELL_KEY = "key_one_tenant_retell_7e3b"

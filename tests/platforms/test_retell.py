@@ -4,22 +4,18 @@ running stack, signed by retell-sdk's own signer: each case judged by the sandbo
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import httpx
 import pytest
-from settled.adapters.common import derived_operation_id
 
 from settled.runtime.stack import Stack
 from tests.helpers import REFUND, Sandbox, new_id, wait_state
-from tests.platforms.conftest import ACME_RETELL_KEY, GLOBEX_RETELL_KEY, WAIT_S
+from tests.platforms.conftest import ACME_RETELL_KEY, GLOBEX_RETELL_KEY, KIND, RETURN_SLACK_S, WAIT_S
 from tests.platforms.history import channel_events
-from tests.platforms.payloads import NOT_FINAL, example, retell_event, retell_function, retell_signed
+from tests.platforms.payloads import NOT_FINAL, Derived, example, retell_event, retell_function, retell_signed
 
 FUNCTIONS = "/v1/platforms/retell/functions"
 EVENTS = "/v1/platforms/retell/events"
-KIND = "refund_nodedup"
-RETURN_SLACK_S = 1.0
 
 
 def call(
@@ -35,14 +31,8 @@ def result(response: httpx.Response) -> str:
     return str(answer["result"])
 
 
-def op_id(call_id: str, kind: str, params: dict[str, Any]) -> str:
-    """The operation id settled derives for this call's request (the adapters' own rule)."""
-    return derived_operation_id(f"retell:{call_id}", kind, params)
-
-
-def op_key(tenant: str, call_id: str, kind: str, params: dict[str, Any]) -> str:
-    """What the business service records it under: the tenant's operation key."""
-    return f"{tenant}:{op_id(call_id, kind, params)}"
+RETELL = Derived("retell")
+op_id, op_key = RETELL.op_id, RETELL.op_key
 
 
 def test_a_function_call_is_answered_and_a_retry_is_not_sent_again(

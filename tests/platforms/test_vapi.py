@@ -4,18 +4,17 @@ case is judged by the sandbox business service's records, not by what the answer
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import httpx
 import pytest
-from settled.adapters.common import derived_operation_id
 
 from settled.runtime.stack import Stack
 from tests.helpers import BOOKING, REFUND, Sandbox, new_id, wait_for, wait_state
-from tests.platforms.conftest import ACME_KEY, GLOBEX_KEY, VAPI_HMAC_SECRET, WAIT_S
+from tests.platforms.conftest import ACME_KEY, GLOBEX_KEY, KIND, RETURN_SLACK_S, VAPI_HMAC_SECRET, WAIT_S
 from tests.platforms.history import channel_events
 from tests.platforms.payloads import (
     NOT_FINAL,
+    Derived,
     example,
     vapi_end_of_call,
     vapi_results,
@@ -25,9 +24,6 @@ from tests.platforms.payloads import (
 )
 
 PATH = "/v1/platforms/vapi"
-KIND = "refund_nodedup"  # a service that does not deduplicate: a second send would be a second refund
-# The answer's way back over real HTTP on a loaded machine, on top of the wait.
-RETURN_SLACK_S = 1.0
 
 
 def send(webhook: httpx.Client, body: bytes, key: str | None = ACME_KEY, **headers: str) -> httpx.Response:
@@ -41,14 +37,8 @@ def results(response: httpx.Response) -> list[tuple[str, str, str]]:
     return vapi_results(response.json())
 
 
-def op_id(call_id: str, kind: str, params: dict[str, Any]) -> str:
-    """The operation id settled derives for this call's request (the adapters' own rule)."""
-    return derived_operation_id(f"vapi:{call_id}", kind, params)
-
-
-def op_key(tenant: str, call_id: str, kind: str, params: dict[str, Any]) -> str:
-    """What the business service records it under: the tenant's operation key."""
-    return f"{tenant}:{op_id(call_id, kind, params)}"
+VAPI = Derived("vapi")
+op_id, op_key = VAPI.op_id, VAPI.op_key
 
 
 def test_a_tool_call_is_answered_truthfully_and_a_redelivery_is_not_sent_again(

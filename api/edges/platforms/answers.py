@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from settled.adapters.common import SettledChannel, error_answer
 from settled.api.edges.inprocess import edge_client, offered_kinds
+from settled.api.errors import error_response
 
 from settled.client import SettledError
 
@@ -130,9 +132,36 @@ class ChannelEvents:
                 del self._waiting[key], self._locks[key]
 
 
-def channel_events(app: FastAPI) -> ChannelEvents:
+def _channel_events(app: FastAPI) -> ChannelEvents:
     """The app's one `ChannelEvents`, made when first needed."""
     events: ChannelEvents | None = getattr(app.state, "platform_channel_events", None)
     if events is None:
         events = app.state.platform_channel_events = ChannelEvents()
     return events
+
+
+async def record_channel_event(
+    app: FastAPI,
+    tenant: str | None,
+    api_key: str | None,
+    conversation_id: str,
+    type_: EventType,
+    reason: object,
+) -> JSONResponse | None:
+    """Open or close the conversation's voice channel, once (`ChannelEvents`). The error answer when
+    settled cannot record it now, so that the platform's retry comes (any answer but a 2xx brings
+    it); None otherwise: recorded, already so, or never recordable (logged)."""
+    try:
+        await _channel_events(app).send_once(
+            app,
+            tenant,
+            api_key,
+            conversation_id,
+            type_,
+            reason if isinstance(reason, str) and reason else None,
+        )
+    except SettledError as error:
+        if worth_a_retry(error):
+            return error_response(error.status or 503, error.code, f"{type_} could not be recorded now")
+        log.warning("%s of %s was not recorded: %s", type_, conversation_id, error.code)
+    return None

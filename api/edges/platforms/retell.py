@@ -16,12 +16,10 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from settled.api.edges.inprocess import tenant_key
-from settled.api.edges.platforms.answers import ToolCall, answer_calls, channel_events, worth_a_retry
+from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
 from settled.api.edges.platforms.webhooks import fresh, hex_hmac, json_object, optional_secret, refused, same
-from settled.api.errors import error_response
 
 from settled.business.secrets import SecretError
-from settled.client import SettledError
 from settled.runtime.config import Settings
 
 log = logging.getLogger("settled.api.edges.platforms")
@@ -54,22 +52,11 @@ async def retell_event(request: Request) -> Response:
     call = call if isinstance(call, dict) else {}
     call_id, reason = call.get("call_id"), call.get("disconnection_reason")
     if event in ("call_started", "call_ended") and isinstance(call_id, str) and call_id:
-        try:
-            await channel_events(request.app).send_once(
-                request.app,
-                tenant,
-                api_key,
-                f"retell:{call_id}",
-                "channel_opened" if event == "call_started" else "channel_closed",
-                reason if isinstance(reason, str) and reason else None,
-            )
-        except SettledError as error:
-            # Not recorded: any answer but a 2xx brings Retell's retry.
-            if worth_a_retry(error):
-                return error_response(
-                    error.status or 503, error.code, f"the {event} could not be recorded now"
-                )
-            log.warning("the %s of %s was not recorded: %s", event, call_id, error.code)
+        type_ = "channel_opened" if event == "call_started" else "channel_closed"
+        conversation_id = f"retell:{call_id}"
+        refusal = await record_channel_event(request.app, tenant, api_key, conversation_id, type_, reason)
+        if refusal is not None:
+            return refusal
     return Response(status_code=204)
 
 

@@ -16,13 +16,11 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from settled.api.edges.platforms.answers import ToolCall, answer_calls, channel_events, worth_a_retry
+from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
 from settled.api.edges.platforms.webhooks import fresh, hex_hmac, json_object, optional_secret, refused, same
-from settled.api.errors import error_response
 from settled.api.page.access import key_tenant
 
 from settled.business.secrets import SecretError
-from settled.client import SettledError
 
 log = logging.getLogger("settled.api.edges.platforms")
 router = APIRouter(prefix="/v1/platforms", tags=["platforms"])
@@ -49,23 +47,11 @@ async def vapi_message(request: Request) -> Any:
     closing = kind == "end-of-call-report" or (kind == "status-update" and message.get("status") == "ended")
     opening = kind == "status-update" and message.get("status") == "in-progress"
     if conversation_id is not None and (closing or opening):
+        type_ = "channel_closed" if closing else "channel_opened"
         reason = message.get("endedReason")
-        try:
-            await channel_events(request.app).send_once(
-                request.app,
-                tenant,
-                api_key,
-                conversation_id,
-                "channel_closed" if closing else "channel_opened",
-                reason if isinstance(reason, str) and reason else None,
-            )
-        except SettledError as error:
-            # Not recorded: any answer but a 2xx brings Vapi's retry.
-            if worth_a_retry(error):
-                return error_response(
-                    error.status or 503, error.code, f"the {kind} could not be recorded now"
-                )
-            log.warning("the %s of %s was not recorded: %s", kind, call_id, error.code)
+        refusal = await record_channel_event(request.app, tenant, api_key, conversation_id, type_, reason)
+        if refusal is not None:
+            return refusal
     return {}
 
 
