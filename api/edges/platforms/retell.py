@@ -88,7 +88,7 @@ def _verified_tenant(request: Request, body: bytes) -> str | None:
         raise refused("X-Retell-Signature is required: v=<ms>,d=<hex HMAC-SHA256>")
     signed_at, digest = matched.groups()
     if not fresh(int(signed_at) / 1000, time.time()):
-        raise refused("the signature is too old (more than 300 s)")
+        raise refused("the signature was not made within the last 300 s")
     settings: Settings = request.app.state.settings
     keys = list(settings.retell_api_keys.items()) if settings.multi_tenant else [(None, API_KEY)]
     checked = 0

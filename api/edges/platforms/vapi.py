@@ -106,7 +106,7 @@ def _check_signature(request: Request, body: bytes) -> None:
     if signed_at >= _MILLISECONDS_FROM:
         signed_at /= 1000
     if not fresh(signed_at, time.time()):
-        raise refused("the signature is too old (more than 300 s)")
+        raise refused("the signature was not made within the last 300 s")
     if not same(hex_hmac(secret, timestamp.encode() + b"." + body), signature.strip().lower()):
         raise refused("the signature does not match the request")
 
