@@ -81,6 +81,37 @@ class ActionKind:
         )
 
 
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool of the adapters' tool set in no framework's terms: its name, what the model is told, and
+    the JSON Schema of its arguments (for an edge that describes tools as JSON: a platform, MCP)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def _operation_id_parameters(required: bool) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"operation_id": OPERATION_ID_SCHEMA},
+        "required": ["operation_id"] if required else [],
+    }
+
+
+def tool_set(kinds: Iterable[ActionKind], authorize_tool: bool | None = None) -> list[ToolSpec]:
+    """The adapters' tool set: one tool per kind, `verify_action`, and `authorize_action` when a kind
+    needs a go-ahead (`authorize_tool` decides instead, when given)."""
+    kinds = list(kinds)
+    if authorize_tool is None:
+        authorize_tool = any(kind.requires_authorization for kind in kinds)
+    tools = [ToolSpec(kind.name, kind.tool_description(), kind.params_schema) for kind in kinds]
+    tools.append(ToolSpec(CHECK_TOOL, CHECK_DESCRIPTION, _operation_id_parameters(required=False)))
+    if authorize_tool:
+        tools.append(ToolSpec(AUTHORIZE_TOOL, AUTHORIZE_DESCRIPTION, _operation_id_parameters(required=True)))
+    return tools
+
+
 async def action_kinds(client: SettledClient, names: Iterable[str] | None = None) -> list[ActionKind]:
     """The kinds the settled API offers (`GET /v1/kinds`), as tools: no copy of the kinds file needed.
     `names` picks some of them, in that order."""
@@ -293,6 +324,26 @@ class SettledChannel:
             return error_answer(error)
         self.told(status)
         return tool_answer(status, AUTHORIZE_TOOL if self.needs_authorize_tool else None)
+
+    async def answer_tool(self, tool_name: str, arguments: Any) -> str:
+        """The answer to any tool of the set (`tool_set`), called by name with its arguments, for an
+        edge that receives tool calls as data: what is wrong with a call (an unknown tool, arguments
+        that are not a JSON object) is said in the answer, never raised."""
+        if not isinstance(arguments, dict):
+            return "Not recorded: the arguments are not a JSON object. Nothing was sent."
+        operation_id = arguments.get("operation_id")
+        operation_id = operation_id if isinstance(operation_id, str) and operation_id else None
+        if tool_name == CHECK_TOOL:
+            return await self.answer_check(operation_id)
+        if tool_name == AUTHORIZE_TOOL and self.needs_authorize_tool:
+            if operation_id is None:
+                return "Not authorized: operation_id is required (the op_... of the request)."
+            return await self.answer_authorize(operation_id)
+        if tool_name in self._by_tool:
+            return await self.answer_request(tool_name, arguments)
+        known = [spec.name for spec in tool_set(self.kinds, self.needs_authorize_tool)]
+        tools = ", ".join(known)
+        return f"Not recorded: there is no tool {tool_name!r} (the tools: {tools}). Nothing was sent."
 
     async def authorize(self, operation_id: str) -> ActionStatus:
         return await self.client.authorize(operation_id, by=f"{self.channel} caller", wait=self.wait_s)

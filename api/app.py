@@ -7,6 +7,8 @@ from fastapi import FastAPI
 from settled.api import errors
 from settled.api.cors import CodecCors
 from settled.api.deps import GatewayHolder
+from settled.api.edges.platforms import retell, vapi
+from settled.api.edges.platforms.webhooks import PLATFORM_BODY_BYTES, PLATFORM_PREFIX
 from settled.api.limits import BodySizeLimit
 from settled.api.metrics import ApiMetrics, HostedWorkerCounters, MeasureRequests
 from settled.api.metrics import router as metrics_router
@@ -47,6 +49,8 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(actions.router)
     app.include_router(conversations.router)
     app.include_router(kinds_router)
+    app.include_router(vapi.router)
+    app.include_router(retell.router)
     app.include_router(page_router)
     app.include_router(codec.router)
     app.include_router(metrics_router)
@@ -59,5 +63,6 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     if settings.codec_cors_origins:
         # Only the codec is cross-origin (the Temporal UI calls it from the browser); /v1 stays closed.
         app.add_middleware(CodecCors, origins=settings.codec_cors_origins)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    platforms = {PLATFORM_PREFIX: max(PLATFORM_BODY_BYTES, settings.max_body_bytes)}
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, larger=platforms)
     return app

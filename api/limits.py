@@ -1,5 +1,7 @@
 """Request size limit, enforced on the raw ASGI stream (Content-Length can be absent or lie)."""
 
+from collections.abc import Mapping
+
 from settled.api.errors import send_error
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -13,14 +15,21 @@ class BodyTooLarge(HTTPException):
 
 
 class BodySizeLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """`max_bytes` per body; under a path prefix of `larger`, that prefix's own limit instead."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, larger: Mapping[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = {prefix: BodySizeLimit(app, limit) for prefix, limit in (larger or {}).items()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        for prefix, limit in self.larger.items():
+            if scope["path"].startswith(prefix):
+                await limit(scope, receive, send)
+                return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._reject(send)

@@ -111,6 +111,7 @@ TOOLS = {
     "soak": "soak a stack of its own under faults and judge every answer (settled soak --help)",
     "bench": "measure what durability costs beside the bare call and Temporal's floor (settled bench --help)",
     "page-link": "print the signed link to a conversation's text page (settled page-link --help)",
+    "platform-tools": "print Vapi's or Retell's tools for the kinds (settled platform-tools --help)",
 }
 
 
@@ -123,6 +124,10 @@ def _run_tool(name: str, argv: list[str]) -> int:
         from settled.api.page.cli import main as page_link
 
         return page_link(argv)
+    if name == "platform-tools":
+        from settled.api.edges.platforms.tools import main as platform_tools
+
+        return platform_tools(argv)
     from settled.bench.cli import main as bench
 
     return bench(argv)

@@ -36,6 +36,13 @@ def read_secret(name: str, env: Mapping[str, str] | None = None) -> str:
     raise SecretError(f"the secret {name} is not set: set {name}, or {name}_FILE to a file holding it")
 
 
+def secret_is_set(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether the secret is configured at all (`NAME` or `NAME_FILE` not empty), for an optional
+    secret such as a webhook's signing key: one that is set must then be readable (`read_secret`)."""
+    env = os.environ if env is None else env
+    return bool(env.get(name) or env.get(f"{name}_FILE"))
+
+
 def check_secrets(kinds: Iterable[KindSpec], env: Mapping[str, str] | None = None) -> None:
     """Refuse to start a part that sends requests while a secret its kinds need is missing."""
     problems = []

@@ -32,9 +32,23 @@ KNOWN_VARIABLES = (
     "SETTLED_RATE_LIMIT",
     "SETTLED_WORKER_CACHED_WORKFLOWS",
     "SETTLED_API_WORKER",
+    # The hosted voice platforms' webhooks (docs/platforms.md); the secrets are read when a request comes.
+    "SETTLED_VAPI_WAIT_S",
+    "SETTLED_VAPI_HMAC_SECRET",
+    "SETTLED_VAPI_HMAC_SECRET_FILE",
+    "SETTLED_RETELL_WAIT_S",
+    "SETTLED_RETELL_API_KEY",
+    "SETTLED_RETELL_API_KEY_FILE",
+    "SETTLED_RETELL_API_KEYS",
 )
 _TEST_VARIABLES = ("SETTLED_KEEP_LOGS", "SETTLED_UPDATE_SCREENSHOTS")
 
+
+# An environment variable's name, as `SETTLED_RETELL_API_KEYS` names one per tenant.
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# A platform's tool call waits this long for the business system (at most the API's own `wait`).
+DEFAULT_PLATFORM_WAIT_S = 8.0
+PLATFORM_WAIT_RANGE_S = (1.0, 30.0)
 
 _SWITCH = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
@@ -75,6 +89,12 @@ class Settings:
     api_worker: bool = True
     # Requests per tenant (per client address without API keys); None: no limit.
     rate_limit: RateLimit | None = field(default_factory=lambda: parse_rate_limit(DEFAULT_RATE_LIMIT))
+    # How long a Vapi or Retell tool call waits for the business system before the webhook answers
+    # that it is still being done: under the platform's own timeout (Vapi's is 20 s by default).
+    vapi_wait_s: float = DEFAULT_PLATFORM_WAIT_S
+    retell_wait_s: float = DEFAULT_PLATFORM_WAIT_S
+    # Tenant -> the environment variable holding that tenant's Retell API key (never the key itself).
+    retell_api_keys: dict[str, str] = field(default_factory=dict)
 
     def kinds_file(self, part: str) -> Path:
         """The kinds file a production part runs on. `settled worker` and `settled api` never fall back
@@ -129,14 +149,18 @@ class Settings:
         api_worker = env.get("SETTLED_API_WORKER", "1").strip().lower()
         if api_worker not in _SWITCH:
             raise SettingsError(f"SETTLED_API_WORKER={api_worker!r}: expected 1 or 0 (true or false)")
+        api_keys = parse_api_keys(env.get("SETTLED_API_KEYS", ""))
         return cls(
+            vapi_wait_s=_platform_wait(env, "SETTLED_VAPI_WAIT_S"),
+            retell_wait_s=_platform_wait(env, "SETTLED_RETELL_WAIT_S"),
+            retell_api_keys=parse_retell_api_keys(env.get("SETTLED_RETELL_API_KEYS", ""), api_keys),
             api_worker=_SWITCH[api_worker],
             worker_metrics_port=int(metrics_port) if metrics_port else None,
             worker_cached_workflows=int(cached),
             temporal_address=address,
             namespace=namespace,
             config_path=config_path,
-            api_keys=parse_api_keys(env.get("SETTLED_API_KEYS", "")),
+            api_keys=api_keys,
             sandbox_url=sandbox_url,
             max_body_bytes=int(max_body),
             encryption_keys=_encryption_keys(env.get("SETTLED_ENCRYPTION_KEYS", "")),
@@ -149,9 +173,16 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
     """A warning per SETTLED_* variable settled does not read (a typo of SETTLED_API_KEYS would
     otherwise run the API open), naming the closest known one."""
     env = os.environ if env is None else env
+    # The variables SETTLED_RETELL_API_KEYS names hold tenants' keys: read, whatever their names.
+    named = {
+        variable + suffix
+        for entry in env.get("SETTLED_RETELL_API_KEYS", "").split(",")
+        for variable in [entry.partition(":")[2].strip()]
+        for suffix in ("", "_FILE")
+    }
     warnings = []
     for name in sorted(env):
-        if name.startswith("SETTLED_") and name not in KNOWN_VARIABLES + _TEST_VARIABLES:
+        if name.startswith("SETTLED_") and name not in (*KNOWN_VARIABLES, *_TEST_VARIABLES, *named):
             # Compared without the shared prefix, which would make every name look close.
             suffixes = [known.removeprefix("SETTLED_") for known in KNOWN_VARIABLES]
             close = difflib.get_close_matches(name.removeprefix("SETTLED_"), suffixes, n=1)
@@ -214,6 +245,45 @@ def _encryption_keys(text: str) -> dict[str, bytes]:
     if text.strip() and not keys:
         raise SettingsError("SETTLED_ENCRYPTION_KEYS is set but holds no KEY_ID:BASE64_KEY entry")
     return keys
+
+
+def _platform_wait(env: Mapping[str, str], name: str) -> float:
+    text = env.get(name, str(DEFAULT_PLATFORM_WAIT_S)).strip()
+    low, high = PLATFORM_WAIT_RANGE_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not low <= seconds <= high:  # NaN fails both
+        raise SettingsError(f"{name}={text!r}: expected a number of seconds, {low:g} to {high:g}")
+    return seconds
+
+
+def parse_retell_api_keys(text: str, api_keys: Mapping[str, str]) -> dict[str, str]:
+    """`tenant_a:ENV_NAME,…` -> {tenant: ENV_NAME}: which variable holds each tenant's Retell API key
+    (the key that verifies a Retell request names its tenant). Each tenant must have a settled key."""
+    variables: dict[str, str] = {}
+    tenants = set(api_keys.values())
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        tenant, sep, variable = (part.strip() for part in entry.partition(":"))
+        if not sep or not tenant or not variable:
+            raise SettingsError(
+                "SETTLED_RETELL_API_KEYS: each entry must be TENANT:VARIABLE (comma-separated)"
+            )
+        if not tenants:
+            raise SettingsError("SETTLED_RETELL_API_KEYS names tenants: set SETTLED_API_KEYS too")
+        if tenant not in tenants:
+            raise SettingsError(f"SETTLED_RETELL_API_KEYS: {tenant!r} is not a tenant of SETTLED_API_KEYS")
+        if not _VARIABLE.fullmatch(variable):
+            raise SettingsError(
+                f"SETTLED_RETELL_API_KEYS: tenant {tenant!r} names {variable!r}, which is not a variable name"
+            )
+        if tenant in variables:
+            raise SettingsError(f"SETTLED_RETELL_API_KEYS: tenant {tenant!r} is given twice")
+        variables[tenant] = variable
+    if text.strip() and not variables:
+        raise SettingsError("SETTLED_RETELL_API_KEYS is set but holds no TENANT:VARIABLE entry")
+    return variables
 
 
 def parse_api_keys(text: str) -> dict[str, str]:

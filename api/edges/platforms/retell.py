@@ -1,0 +1,118 @@
+"""`POST /v1/platforms/retell/functions` (a custom function's URL) and `POST /v1/platforms/retell/events`
+(the agent's webhook URL), for conversation `retell:{call.call_id}`.
+
+A function call is answered 200 `{"result": text}`, the adapters' truthful text, within
+`SETTLED_RETELL_WAIT_S`. `call_started` opens the voice channel and `call_ended` closes it, once each
+however often Retell retries; every event answers 204. Both routes verify `X-Retell-Signature`
+(`v={ms},d={hex HMAC-SHA256 of raw body + ms}`) with the Retell API key: `SETTLED_RETELL_API_KEY`
+without tenants; with tenants, the variable `SETTLED_RETELL_API_KEYS` names for each, and the key that
+verifies the signature names the tenant.
+"""
+
+import logging
+import re
+import time
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from settled.api.edges.inprocess import tenant_key
+from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
+from settled.api.edges.platforms.webhooks import fresh, hex_hmac, json_object, optional_secret, refused, same
+
+from settled.business.secrets import SecretError
+from settled.runtime.config import Settings
+
+log = logging.getLogger("settled.api.edges.platforms")
+router = APIRouter(prefix="/v1/platforms/retell", tags=["platforms"])
+
+API_KEY = "SETTLED_RETELL_API_KEY"
+_SIGNATURE = re.compile(r"v=(\d{1,16}),d=([0-9a-f]{64})")
+
+
+@router.post("/functions", summary="A Retell custom function's URL: one function call")
+async def retell_function(request: Request) -> dict[str, str]:
+    body = await request.body()
+    api_key = _api_key(request, _verified_tenant(request, body))
+    name, call_id, arguments = _function_call(json_object(body), request)
+    if call_id is None:
+        return {"result": "Not recorded: the request names no call (call.call_id). Nothing was sent."}
+    wait_s: float = request.app.state.settings.retell_wait_s
+    calls = [ToolCall(name, arguments)]
+    [answer] = await answer_calls(request.app, api_key, f"retell:{call_id}", calls, wait_s)
+    return {"result": answer}
+
+
+@router.post("/events", status_code=204, summary="A Retell agent's webhook URL: the call's start and end")
+async def retell_event(request: Request) -> Response:
+    body = await request.body()
+    tenant = _verified_tenant(request, body)
+    api_key = _api_key(request, tenant)
+    payload = json_object(body)
+    event, call = payload.get("event"), payload.get("call")
+    call = call if isinstance(call, dict) else {}
+    call_id, reason = call.get("call_id"), call.get("disconnection_reason")
+    if event in ("call_started", "call_ended") and isinstance(call_id, str) and call_id:
+        type_ = "channel_opened" if event == "call_started" else "channel_closed"
+        conversation_id = f"retell:{call_id}"
+        refusal = await record_channel_event(request.app, tenant, api_key, conversation_id, type_, reason)
+        if refusal is not None:
+            return refusal
+    return Response(status_code=204)
+
+
+def _function_call(payload: dict[str, Any], request: Request) -> tuple[str, str | None, Any]:
+    """(tool name, call id, arguments) of `{name, call, args}`. Without `args` (Retell's `args_at_root`)
+    the arguments are the body's other keys; a body of the arguments only takes the name and the call
+    id from the URL (`?name=refund&call_id={{call_id}}`), and then a `name` in the body is an argument."""
+    query = request.query_params
+    call = payload.get("call")
+    call_id = call.get("call_id") if isinstance(call, dict) else query.get("call_id")
+    if "args" in payload:
+        name, arguments = payload.get("name"), payload["args"]
+    else:
+        name = query.get("name") or payload.get("name")
+        wrapper = {"call"} if "name" in query else {"call", "name"}
+        arguments = {key: value for key, value in payload.items() if key not in wrapper}
+    return (
+        name if isinstance(name, str) else "",
+        call_id if isinstance(call_id, str) and call_id else None,
+        arguments,
+    )
+
+
+def _verified_tenant(request: Request, body: bytes) -> str | None:
+    """The tenant whose Retell key verifies `X-Retell-Signature` (None without tenants); 401 if no key
+    does, or the signature is more than 300 s old."""
+    matched = _SIGNATURE.fullmatch(request.headers.get("x-retell-signature", "").strip())
+    if matched is None:
+        raise refused("X-Retell-Signature is required: v=<ms>,d=<hex HMAC-SHA256>")
+    signed_at, digest = matched.groups()
+    if not fresh(int(signed_at) / 1000, time.time()):
+        raise refused("the signature was not made within the last 300 s")
+    settings: Settings = request.app.state.settings
+    keys = list(settings.retell_api_keys.items()) if settings.multi_tenant else [(None, API_KEY)]
+    checked = 0
+    for tenant, variable in keys:
+        try:
+            key = optional_secret(variable)
+        except SecretError:
+            continue  # logged, naming the variable: this tenant's requests are refused until it is fixed
+        if key is None:
+            continue
+        checked += 1
+        if same(hex_hmac(key, body + signed_at.encode()), digest):
+            return tenant
+    if not checked:
+        names = ", ".join(variable for _, variable in keys) or "SETTLED_RETELL_API_KEYS"
+        log.warning("a Retell request came and no Retell API key is set to verify it (%s)", names)
+    raise refused("the signature does not match the request")
+
+
+def _api_key(request: Request, tenant: str | None) -> str | None:
+    """The settled API key the tenant's requests go in with (None without tenants)."""
+    if tenant is None:
+        return None
+    key = tenant_key(request.app, tenant)
+    if key is None:  # the settings refuse a Retell tenant without a settled key: never here
+        raise HTTPException(401, "the tenant has no settled API key")
+    return key

@@ -1,0 +1,107 @@
+"""`settled platform-tools vapi|retell [--url BASE]`: the adapters' tool set for the configured kinds, as
+each platform's tool definitions (JSON on stdout, to paste into the platform or send with its API),
+pointing at settled's webhook routes, so nobody copies a schema by hand.
+
+Vapi: a list of function tools (`POST /tool` bodies, or `model.tools` of an assistant), each with the
+server `BASE/v1/platforms/vapi`. Retell: a list of custom tools (`general_tools` of a Retell LLM),
+each with the URL `BASE/v1/platforms/retell/functions`. No credential is printed: the platform's own
+credential (Vapi's Bearer credential, Retell's API key) is set in the platform.
+"""
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from settled.adapters.common import ActionKind, ToolSpec, tool_set
+
+from settled.runtime.config import Settings, SettingsError
+
+VAPI_PATH = "/v1/platforms/vapi"
+RETELL_PATH = "/v1/platforms/retell/functions"
+DEFAULT_BASE = "http://127.0.0.1:8000"
+# The platform's own time for a tool call: past settled's wait, so settled's answer always comes first.
+SLACK_S = 5
+# Said while a call runs: never that anything is done (the answer says what is).
+WHILE_RUNNING = "One moment, I am putting that through."
+
+
+def vapi_tools(tools: list[ToolSpec], base: str, wait_s: float) -> list[dict[str, Any]]:
+    timeout_s = max(20, math.ceil(wait_s) + SLACK_S)  # Vapi's default is 20 s
+    return [
+        {
+            "type": "function",
+            "async": False,
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+            "server": {"url": base + VAPI_PATH, "timeoutSeconds": timeout_s},
+            "messages": [{"type": "request-start", "content": WHILE_RUNNING}],
+        }
+        for tool in tools
+    ]
+
+
+def retell_tools(tools: list[ToolSpec], base: str, wait_s: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "custom",
+            "name": tool.name,
+            "description": tool.description,
+            "url": base + RETELL_PATH,
+            "method": "POST",
+            # Retell requires `properties`; a kind without params has none.
+            "parameters": {"properties": {}, **tool.parameters, "type": "object"},
+            "speak_during_execution": True,
+            "execution_message_description": WHILE_RUNNING,
+            "execution_message_type": "static_text",
+            "speak_after_execution": True,
+            "timeout_ms": (math.ceil(wait_s) + SLACK_S) * 1000,
+        }
+        for tool in tools
+    ]
+
+
+PLATFORMS: dict[str, tuple[Callable[[list[ToolSpec], str, float], list[dict[str, Any]]], str]] = {
+    "vapi": (vapi_tools, "vapi_wait_s"),
+    "retell": (retell_tools, "retell_wait_s"),
+}
+
+
+def definitions(
+    platform: str, kinds: list[ActionKind], base: str, settings: Settings
+) -> list[dict[str, Any]]:
+    make, wait = PLATFORMS[platform]
+    return make(tool_set(kinds), base.rstrip("/"), getattr(settings, wait))
+
+
+def configured_kinds(settings: Settings) -> list[ActionKind]:
+    """The kinds `settled api` serves with these settings, as the adapters' tools."""
+    from settled.business.code import with_handlers
+    from settled.domain.kinds import load_kinds
+
+    kinds, _ = with_handlers(load_kinds(settings.kinds_file("platform-tools"), settings.sandbox_url))
+    return [ActionKind.from_spec(spec) for spec in sorted(kinds, key=lambda spec: spec.name)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="settled platform-tools", description=__doc__.split("\n")[0])
+    parser.add_argument("platform", choices=sorted(PLATFORMS))
+    parser.add_argument(
+        "--url", default=DEFAULT_BASE, help=f"where the platform reaches settled's API ({DEFAULT_BASE})"
+    )
+    args = parser.parse_args(argv)
+    parts = urlsplit(args.url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        parser.error(f"--url {args.url!r}: expected http(s)://host[:port]")
+    try:
+        settings = Settings.from_env()
+        kinds = configured_kinds(settings)
+    except (SettingsError, ValueError) as error:  # a kinds file or a handler that cannot be used
+        print(f"settled: {error}", file=sys.stderr)
+        return 2
+    if parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        print("settled: note: a hosted platform cannot reach a loopback address; pass --url", file=sys.stderr)
+    print(json.dumps(definitions(args.platform, kinds, args.url, settings), indent=2))
+    return 0

@@ -1,0 +1,127 @@
+"""`POST /v1/platforms/vapi`: Vapi's Server URL. Tool calls are answered with the adapters' truthful
+text, all of one message within `SETTLED_VAPI_WAIT_S`, in the message's order; the call's start and
+end open and close the voice channel of conversation `vapi:{call.id}`, once each.
+
+Vapi ignores any answer but a 200, so every tool call is answered 200 with its text, refusals too (an
+unknown tool, invalid params). Authentication: with API keys configured, Vapi's Bearer credential (or
+the legacy `X-Vapi-Secret`) is the tenant's settled API key; with `SETTLED_VAPI_HMAC_SECRET` set,
+every request also carries `x-timestamp` and `x-signature`, the hex HMAC-SHA256 of
+`"{x-timestamp}.{raw body}"`.
+"""
+
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
+from settled.api.edges.platforms.webhooks import fresh, hex_hmac, json_object, optional_secret, refused, same
+from settled.api.page.access import key_tenant
+
+from settled.business.secrets import SecretError
+
+log = logging.getLogger("settled.api.edges.platforms")
+router = APIRouter(prefix="/v1/platforms", tags=["platforms"])
+
+HMAC_SECRET = "SETTLED_VAPI_HMAC_SECRET"
+# A timestamp this large is in milliseconds (seconds will not reach it before the year 5138).
+_MILLISECONDS_FROM = 10**11
+
+
+@router.post("/vapi", summary="Vapi's Server URL: tool calls and the call's start and end")
+async def vapi_message(request: Request) -> Any:
+    body = await request.body()
+    _check_signature(request, body)
+    tenant, api_key = _caller(request)
+    message = json_object(body).get("message")
+    if not isinstance(message, dict):
+        raise HTTPException(400, "the body has no message object")
+    call = message.get("call")
+    call_id = call.get("id") if isinstance(call, dict) else None
+    conversation_id = f"vapi:{call_id}" if isinstance(call_id, str) and call_id else None
+    kind = message.get("type")
+    if kind == "tool-calls":
+        return await _tool_calls(request, api_key, conversation_id, message)
+    closing = kind == "end-of-call-report" or (kind == "status-update" and message.get("status") == "ended")
+    opening = kind == "status-update" and message.get("status") == "in-progress"
+    if conversation_id is not None and (closing or opening):
+        type_ = "channel_closed" if closing else "channel_opened"
+        reason = message.get("endedReason")
+        refusal = await record_channel_event(request.app, tenant, api_key, conversation_id, type_, reason)
+        if refusal is not None:
+            return refusal
+    return {}
+
+
+async def _tool_calls(
+    request: Request, api_key: str | None, conversation_id: str | None, message: dict[str, Any]
+) -> dict[str, Any]:
+    entries = message.get("toolCallList")
+    entries = [entry for entry in entries if isinstance(entry, dict)] if isinstance(entries, list) else []
+    calls = [_tool_call(entry) for entry in entries]
+    if conversation_id is None:
+        answers = ["Not recorded: the message names no call (call.id). Nothing was sent."] * len(calls)
+    else:
+        wait_s: float = request.app.state.settings.vapi_wait_s
+        answers = await answer_calls(request.app, api_key, conversation_id, calls, wait_s)
+    results = [
+        {"toolCallId": str(entry.get("id", "")), "name": call.name, "result": answer}
+        for entry, call, answer in zip(entries, calls, answers, strict=True)
+    ]
+    return {"results": results}
+
+
+def _tool_call(entry: dict[str, Any]) -> ToolCall:
+    """`{id, function: {name, arguments}}`, the arguments an object or the same as a JSON string;
+    also the flat `{id, name, arguments | parameters}` that Vapi's documentation shows."""
+    function = entry.get("function")
+    source = function if isinstance(function, dict) else entry
+    name = source.get("name")
+    arguments = source.get("arguments", source.get("parameters", {}))
+    if isinstance(arguments, str):
+        # Text that is not JSON stays text: the channel answers that it is not a JSON object.
+        with contextlib.suppress(ValueError):
+            arguments = json.loads(arguments) if arguments.strip() else {}
+    return ToolCall(name if isinstance(name, str) else "", arguments)
+
+
+def _check_signature(request: Request, body: bytes) -> None:
+    try:
+        secret = optional_secret(HMAC_SECRET)
+    except SecretError:
+        # Set but unreadable: the check is configured, so it is never skipped.
+        raise refused(f"the request cannot be checked here ({HMAC_SECRET} cannot be read)") from None
+    if secret is None:
+        return
+    timestamp = request.headers.get("x-timestamp", "")
+    signature = request.headers.get("x-signature", "")
+    if not timestamp or not signature:
+        raise refused("x-timestamp and x-signature are required (the HMAC of the request)")
+    try:
+        signed_at = float(timestamp)
+    except ValueError:
+        raise refused("x-timestamp is not a Unix time") from None
+    if signed_at >= _MILLISECONDS_FROM:
+        signed_at /= 1000
+    if not fresh(signed_at, time.time()):
+        raise refused("the signature was not made within the last 300 s")
+    if not same(hex_hmac(secret, timestamp.encode() + b"." + body), signature.strip().lower()):
+        raise refused("the signature does not match the request")
+
+
+def _caller(request: Request) -> tuple[str | None, str | None]:
+    """(tenant, settled API key): (None, None) without API keys; 401 without a valid one."""
+    keys: dict[str, str] = request.app.state.settings.api_keys
+    if not keys:
+        return None, None
+    scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+    presented = bearer.strip() if scheme.lower() == "bearer" else ""
+    presented = presented or request.headers.get("x-vapi-secret", "").strip()
+    if not presented:
+        raise refused("an Authorization: Bearer <key> (or X-Vapi-Secret) header is required")
+    tenant = key_tenant(keys, presented)
+    if tenant is None:
+        raise refused("the API key is not valid")
+    return tenant, presented

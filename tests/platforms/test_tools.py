@@ -1,0 +1,124 @@
+"""`settled platform-tools`: each platform's tool definitions, read back with the platform's own SDK
+types, from the configured kinds, pointing at settled's routes; and the settings they rest on."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pydantic
+import pytest
+from retell.types.llm_create_params import GeneralToolCustomTool
+from settled.adapters.common import AUTHORIZE_TOOL, CHECK_TOOL, load_action_kinds, tool_set
+from vapi.core.pydantic_utilities import parse_obj_as
+from vapi.types import CreateFunctionToolDto
+
+from settled.domain.kinds import sandbox_kinds_text
+from settled.runtime.config import Settings, SettingsError, unknown_variables
+
+BASE = "https://settled.example.com"
+
+
+@pytest.fixture(scope="module")
+def kinds_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("platform-tools") / "kinds.toml"
+    path.write_text(sandbox_kinds_text("http://127.0.0.1:8100"))
+    return path
+
+
+def platform_tools(
+    kinds: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("settled")), "platform-tools", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "SETTLED_CONFIG": str(kinds), **(env or {})},
+    )
+
+
+def test_vapi_tools_are_vapi_function_tools_pointing_at_the_vapi_route(kinds_file: Path) -> None:
+    run = platform_tools(kinds_file, "vapi", "--url", BASE + "/")
+    assert run.returncode == 0, run.stderr
+    tools = [parse_obj_as(CreateFunctionToolDto, tool) for tool in json.loads(run.stdout)]
+    kinds = load_action_kinds(kinds_file)
+    expected = tool_set(kinds)
+    assert [tool.function.name for tool in tools if tool.function] == [tool.name for tool in expected]
+    assert {tool.function.name for tool in tools if tool.function} >= {
+        "refund",
+        "room_booking",
+        CHECK_TOOL,
+        AUTHORIZE_TOOL,
+    }
+    for tool, spec in zip(tools, expected, strict=True):
+        assert tool.server is not None and tool.server.url == BASE + "/v1/platforms/vapi"
+        assert tool.server.timeout_seconds is not None and tool.server.timeout_seconds >= 8 + 5
+        assert tool.function is not None and tool.function.description == spec.description
+        assert tool.async_ is False
+    refund = next(
+        json.loads(run.stdout)[i] for i, t in enumerate(tools) if t.function and t.function.name == "refund"
+    )
+    assert refund["function"]["parameters"] == kinds[[k.name for k in kinds].index("refund")].params_schema
+
+
+def test_retell_tools_are_retell_custom_tools_pointing_at_the_functions_route(kinds_file: Path) -> None:
+    run = platform_tools(kinds_file, "retell", "--url", BASE, env={"SETTLED_RETELL_WAIT_S": "12"})
+    assert run.returncode == 0, run.stderr
+    adapter = pydantic.TypeAdapter(GeneralToolCustomTool)
+    tools = [adapter.validate_python(tool) for tool in json.loads(run.stdout)]
+    assert [tool["name"] for tool in tools] == [spec.name for spec in tool_set(load_action_kinds(kinds_file))]
+    for tool in tools:
+        assert tool["type"] == "custom" and tool["url"] == BASE + "/v1/platforms/retell/functions"
+        assert tool["timeout_ms"] == (12 + 5) * 1000 and not tool.get("args_at_root")
+        assert tool["speak_during_execution"] and "done" not in tool["execution_message_description"].lower()
+
+
+def test_platform_tools_needs_the_kinds_file_and_a_url(kinds_file: Path) -> None:
+    run = platform_tools(kinds_file, "vapi", env={"SETTLED_CONFIG": ""})
+    assert run.returncode == 2 and "SETTLED_CONFIG" in run.stderr
+    run = platform_tools(kinds_file, "vapi", "--url", "ftp://nowhere")
+    assert run.returncode != 0 and "--url" in run.stderr
+    run = platform_tools(kinds_file, "vapi")
+    assert run.returncode == 0 and "loopback" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"SETTLED_VAPI_WAIT_S": "0"}, "SETTLED_VAPI_WAIT_S"),
+        ({"SETTLED_VAPI_WAIT_S": "31"}, "SETTLED_VAPI_WAIT_S"),
+        ({"SETTLED_RETELL_WAIT_S": "soon"}, "SETTLED_RETELL_WAIT_S"),
+        ({"SETTLED_RETELL_API_KEYS": "acme:ACME_RETELL"}, "SETTLED_API_KEYS"),
+        ({"SETTLED_API_KEYS": "acme:key-01234567", "SETTLED_RETELL_API_KEYS": "globex:G_KEY"}, "globex"),
+        ({"SETTLED_API_KEYS": "acme:key-01234567", "SETTLED_RETELL_API_KEYS": "acme:not a name"}, "variable"),
+        ({"SETTLED_API_KEYS": "acme:key-01234567", "SETTLED_RETELL_API_KEYS": "acme"}, "TENANT:VARIABLE"),
+    ],
+)
+def test_the_platform_settings_are_checked(env: dict[str, str], problem: str) -> None:
+    with pytest.raises(SettingsError, match=problem):
+        Settings.from_env(env)
+
+
+def test_the_platform_settings_default_to_eight_seconds() -> None:
+    settings = Settings.from_env({})
+    assert (settings.vapi_wait_s, settings.retell_wait_s, settings.retell_api_keys) == (8.0, 8.0, {})
+    keyed = Settings.from_env(
+        {
+            "SETTLED_API_KEYS": "acme:key-01234567",
+            "SETTLED_RETELL_API_KEYS": "acme:ACME_RETELL",
+            "SETTLED_VAPI_WAIT_S": "2.5",
+        }
+    )
+    assert keyed.retell_api_keys == {"acme": "ACME_RETELL"} and keyed.vapi_wait_s == 2.5
+
+
+def test_the_variables_holding_retell_keys_are_not_called_unknown() -> None:
+    env = {
+        "SETTLED_RETELL_API_KEYS": "acme:SETTLED_ACME_RETELL",
+        "SETTLED_ACME_RETELL_FILE": "/run/secrets/acme-retell",
+        "SETTLED_RETELL_WAIT": "8",
+    }
+    assert unknown_variables(env) == [
+        "SETTLED_RETELL_WAIT is not a setting settled reads (ignored); did you mean SETTLED_RETELL_WAIT_S?"
+    ]
