@@ -8,6 +8,7 @@ from settled.api import errors
 from settled.api.cors import CodecCors
 from settled.api.deps import GatewayHolder
 from settled.api.limits import BodySizeLimit
+from settled.api.mcp import door as mcp
 from settled.api.metrics import ApiMetrics, HostedWorkerCounters, MeasureRequests
 from settled.api.metrics import router as metrics_router
 from settled.api.page.routes import router as page_router
@@ -23,7 +24,8 @@ from settled.temporal.codec import EncryptionCodec
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    yield
+    async with mcp.serving(app):
+        yield
     await app.state.gateways.close()
 
 
@@ -50,6 +52,7 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(page_router)
     app.include_router(codec.router)
     app.include_router(metrics_router)
+    mcp.mount(app)
     if settings.rate_limit is not None:
         # Inside the measurement, so throttled requests show in the metrics and the request log.
         app.add_middleware(RateLimited, limit=settings.rate_limit, api_keys=settings.api_keys)
