@@ -7,8 +7,8 @@ from fastapi import FastAPI
 from settled.api import errors
 from settled.api.cors import CodecCors
 from settled.api.deps import GatewayHolder
+from settled.api.edges.mcp import door as mcp
 from settled.api.limits import BodySizeLimit
-from settled.api.mcp import door as mcp
 from settled.api.metrics import ApiMetrics, HostedWorkerCounters, MeasureRequests
 from settled.api.metrics import router as metrics_router
 from settled.api.page.routes import router as page_router

@@ -32,9 +32,9 @@ from settled.adapters.common import (
     tool_answer,
 )
 from settled.api.edges.inprocess import edge_client, offered_kinds
-from settled.api.mcp import go_ahead
-from settled.api.mcp.caller import Caller
-from settled.api.mcp.watch import Watch
+from settled.api.edges.mcp import go_ahead
+from settled.api.edges.mcp.caller import Caller
+from settled.api.edges.mcp.watch import Watch
 from settled.gateway.gateway import GatewayError
 
 from settled.client import SettledAPIError, SettledError

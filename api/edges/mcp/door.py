@@ -7,9 +7,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from settled.api.edges.mcp.caller import tenant_user
+from settled.api.edges.mcp.server import mcp_server
 from settled.api.errors import send_error
-from settled.api.mcp.caller import tenant_user
-from settled.api.mcp.server import mcp_server
 from settled.api.page.access import key_tenant
 from starlette.types import Receive, Scope, Send
 
@@ -41,7 +41,7 @@ class McpDoor:
         sessions: StreamableHTTPSessionManager | None = getattr(self.app.state, "mcp_sessions", None)
         if sessions is None:
             raise RuntimeError(
-                "/mcp is served only while the app's lifespan runs (settled.api.mcp.door.serving)"
+                "/mcp is served only while the app's lifespan runs (settled.api.edges.mcp.door.serving)"
             )
         await sessions.handle_request(scope, receive, send)
 

@@ -17,14 +17,15 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from settled.api.edges.inprocess import edge_client
-from settled.api.mcp.caller import Caller
-from settled.api.mcp.watch import Watch
+from settled.api.edges.mcp.caller import Caller
+from settled.api.edges.mcp.watch import Watch
 from settled.api.strict import is_identifier
+from settled.gateway.gateway import GatewayError
 
 from settled.client import SettledAPIError, SettledError
 from settled.domain.models import ActionStatus
 
-log = logging.getLogger("settled.api.mcp")
+log = logging.getLogger("settled.api.edges.mcp")
 
 PREFIX = "settled://actions/"
 MIME = "application/json"
@@ -71,6 +72,13 @@ class Resources:
             raise MCPError(types.INTERNAL_ERROR, f"could not read {uri} ({error.code})") from None
         except SettledError as error:
             raise MCPError(types.INTERNAL_ERROR, f"could not read {uri} ({error.code})") from None
+
+    async def _watch(self, caller: Caller, status: ActionStatus) -> Watch:
+        try:
+            return await Watch.start(self.app, caller.tenant, status.operation_id)
+        except GatewayError as error:
+            message = f"could not follow {uri_of(status.operation_id)} ({error.code})"
+            raise MCPError(types.INTERNAL_ERROR, message) from None
 
     async def list(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -121,7 +129,7 @@ class Resources:
             if len(watches) >= MAX_WATCHES:
                 raise MCPError(types.INVALID_REQUEST, f"at most {MAX_WATCHES} subscriptions a session")
             # Started before the answer: every change after the subscription is told.
-            watch = await Watch.start(self.app, caller.tenant, status.operation_id)
+            watch = await self._watch(caller, status)
             watches[params.uri] = asyncio.ensure_future(_tell(ctx.session, params.uri, watch))
         return types.EmptyResult()
 
@@ -149,7 +157,7 @@ class Resources:
                 status = await self._status(caller, uri)
             except MCPError:
                 continue
-            watches[uri] = await Watch.start(self.app, caller.tenant, status.operation_id)
+            watches[uri] = await self._watch(caller, status)
         honored = types.SubscriptionFilter(resource_subscriptions=list(watches) or None)
         changed: asyncio.Queue[str] = asyncio.Queue()
 

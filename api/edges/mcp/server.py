@@ -2,8 +2,8 @@
 
 from fastapi import FastAPI
 from mcp.server.lowlevel import Server
-from settled.api.mcp.resources import Resources
-from settled.api.mcp.tools import Tools
+from settled.api.edges.mcp.resources import Resources
+from settled.api.edges.mcp.tools import Tools
 
 INSTRUCTIONS = (
     "settled keeps each consequential action in explicit verified state. Call a kind's tool once per "
