@@ -31,6 +31,7 @@ def test_without_a_valid_key_the_answer_is_401(keyed_stack: Stack, authorization
     answer = httpx.post(f"{keyed_stack.api_url}/mcp", json=INITIALIZE, headers=headers, timeout=10)
     assert answer.status_code == 401, answer.text
     assert answer.json()["error"]["code"] == "unauthorized"
+    assert "not-a-key-at-all" not in answer.text and KEY_A not in answer.text  # never quoted back
     assert answer.headers["www-authenticate"] == "Bearer"
 
 

@@ -108,6 +108,8 @@ async def test_a_tenant_cannot_read_anothers_resource(endpoint: Endpoint) -> Non
         assert "no action" in str(refused.value)
         checked = await stranger.call_tool("verify_action", {"operation_id": op})
         assert checked.is_error
+        authorized = await stranger.call_tool("authorize_action", {"operation_id": op})
+        assert authorized.is_error and authorized.structured_content is None
         assert (await stranger.list_resources()).resources == []  # its own conversation of that name
 
 

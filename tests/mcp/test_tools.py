@@ -62,6 +62,13 @@ async def test_a_repeated_call_sends_once(endpoint: Endpoint, truth: AsyncSandbo
     assert first.structured_content and again.structured_content
     assert again.structured_content["operation_id"] == first.structured_content["operation_id"]
     assert again.structured_content["state"] == "confirmed"
+    async with endpoint.connect(KEY_A, conversation) as client:
+        checked = await client.call_tool("verify_action", {})
+    assert checked.structured_content is not None and not checked.is_error
+    assert [action["operation_id"] for action in checked.structured_content["actions"]] == [
+        first.structured_content["operation_id"]
+    ]
+    assert "CONFIRMED" in text_of(checked) and KEY_A not in text_of(checked)
     assert len(await truth.writes(f"tenant_a:{first.structured_content['operation_id']}")) == 1
 
 

@@ -149,7 +149,10 @@ class Tools:
                 if params.name == CHECK_TOOL:
                     return await self._check(channel, arguments)
                 if params.name == AUTHORIZE_TOOL:
-                    status = await channel.authorize(_operation_id(arguments))
+                    operation_id = arguments.get("operation_id")
+                    if not isinstance(operation_id, str) or not operation_id:
+                        return refused("Not authorized: operation_id (op_...) is required. Nothing was sent.")
+                    status = await channel.authorize(operation_id)
                     return await self._outcome(ctx, caller, channel, status, wait_s)
                 return await self._request(ctx, params, caller, channel, kinds[params.name], wait_s)
             except SettledAPIError as error:
@@ -252,13 +255,6 @@ class Tools:
 def _waiting(status: ActionStatus) -> bool:
     """Whether the action is on its way without anyone's say: authorized and requested or running."""
     return status.state in IN_PROGRESS and status.authorized
-
-
-def _operation_id(arguments: dict[str, Any]) -> str:
-    operation_id = arguments.get("operation_id")
-    if not isinstance(operation_id, str) or not operation_id:
-        raise SettledAPIError("invalid_params", "operation_id: a string (op_...) is required")
-    return operation_id
 
 
 def _json(status: ActionStatus) -> dict[str, Any]:
