@@ -35,12 +35,10 @@ async def truth(keyed_stack: Stack) -> AsyncIterator[AsyncSandbox]:
     await sandbox.aclose()
 
 
-@asynccontextmanager
-async def in_process(stack: Stack) -> AsyncIterator[Endpoint]:
-    """The API app in the test's process, on the stack's Temporal (the stack's worker runs the work),
-    spoken to over ASGI. ASGI hands over a response once it is complete, so only the 2026 revision
-    works in-process: the 2025 one keeps a stream open for what the server asks."""
-    settings = Settings(
+def app_settings(stack: Stack) -> Settings:
+    """The settings of the stack's API, for an app in the test's process (the stack's worker runs the
+    work: this app hosts none)."""
+    return Settings(
         temporal_address=stack.temporal_address,
         config_path=stack.config,
         api_keys=parse_api_keys(KEYS),
@@ -48,6 +46,13 @@ async def in_process(stack: Stack) -> AsyncIterator[Endpoint]:
         api_worker=False,
         mcp_wait_s=WAIT_S,
     )
+
+
+@asynccontextmanager
+async def in_process(settings: Settings) -> AsyncIterator[Endpoint]:
+    """The API app in the test's process, spoken to over ASGI. ASGI hands over a response once it is
+    complete, so only the 2026 revision works in-process: the 2025 one keeps a stream open for what
+    the server asks."""
     app = create_app(settings)
     # The lifespan runs in a task of its own: the MCP session manager's task group must be left in
     # the task that entered it, and a fixture's teardown runs in another.
@@ -75,7 +80,7 @@ def networked_endpoint(stack: Stack, revision: str) -> Endpoint:
 @pytest.fixture(params=["in-process", "http-2025", "http-2026"])
 async def endpoint(request: pytest.FixtureRequest, keyed_stack: Stack) -> AsyncIterator[Endpoint]:
     if request.param == "in-process":
-        async with in_process(keyed_stack) as inside:
+        async with in_process(app_settings(keyed_stack)) as inside:
             yield inside
     else:
         yield networked_endpoint(keyed_stack, request.param.removeprefix("http-"))

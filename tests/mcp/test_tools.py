@@ -2,9 +2,15 @@
 one call confirms once, a repeated call sends nothing more, a refusal names the field."""
 
 import itertools
+from dataclasses import replace
 
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from settled.runtime.stack import Stack, free_port
 from tests.client.support import AsyncSandbox, new_id
 from tests.helpers import BOOKING
+from tests.mcp.conftest import app_settings, in_process
 from tests.mcp.support import KEY_A, Endpoint, operation, text_of
 
 KIND = "reservation"  # the room booking without a go-ahead
@@ -122,3 +128,14 @@ async def test_the_header_names_the_conversation(endpoint: Endpoint) -> None:
     assert (
         result.structured_content is not None and result.structured_content["conversation_id"] == conversation
     )
+
+
+async def test_when_temporal_is_out_of_reach_the_call_says_so(keyed_stack: Stack) -> None:
+    """Not a refusal and not an answer about the action: a JSON-RPC error, saying that nothing may be
+    said to be done and that asking again is safe."""
+    settings = replace(app_settings(keyed_stack), temporal_address=f"127.0.0.1:{free_port()}")
+    async with in_process(settings) as endpoint, endpoint.connect(KEY_A, new_id("conv")) as client:
+        with pytest.raises(MCPError) as unavailable:
+            await client.call_tool(KIND, {**BOOKING, "room": new_id("room")})
+    assert "temporal_unavailable" in unavailable.value.error.message
+    assert "Calling again with the same details is safe" in unavailable.value.error.message
