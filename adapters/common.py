@@ -204,6 +204,13 @@ def check_line(status: ActionStatus) -> str:
     return f"{status.kind} (operation {status.operation_id}{ref}): {claim}. {status.say}"
 
 
+def check_answer(statuses: list[ActionStatus]) -> str:
+    """The answer to "did you do it?": a line per request, from verified state."""
+    if not statuses:
+        return "Nothing has been requested in this conversation."
+    return "\n".join(check_line(status) for status in statuses)
+
+
 def error_answer(error: SettledError) -> str:
     if isinstance(error, SettledAPIError) and error.code in ("invalid_params", "invalid_request"):
         return f"Not recorded: the details are not valid ({error.message}). Nothing was sent."
@@ -356,23 +363,25 @@ class SettledChannel:
         self.told(status)
         return tool_answer(status)
 
+    async def check(self, operation_id: str | None = None) -> list[ActionStatus]:
+        """What a "did you do it?" tells of, after checking the business system now: the one request,
+        or every request of the conversation, oldest first (raises `SettledError`)."""
+        if operation_id:
+            return [(await self.client.what_may_i_say(operation_id, wait=self.wait_s)).action]
+        everything = await self.client.what_may_i_say_in(self.conversation_id, wait=self.wait_s)
+        return [verdict.action for verdict in everything.actions]
+
     async def answer_check(self, operation_id: str | None = None) -> str:
         """The "did you do it?" answer, after checking the business system now."""
         try:
-            if operation_id:
-                verdict = await self.client.what_may_i_say(operation_id, wait=self.wait_s)
-                self.told(verdict.action)
-                return check_line(verdict.action)
-            everything = await self.client.what_may_i_say_in(self.conversation_id, wait=self.wait_s)
+            statuses = await self.check(operation_id)
         except SettledError as error:
             if isinstance(error, SettledAPIError) and error.code == "not_found":
                 return f"There is no request {operation_id} in this conversation."
             return f"Could not check right now ({error.code}). Do not say anything is done."
-        if not everything.actions:
-            return "Nothing has been requested in this conversation."
-        for verdict in everything.actions:
-            self.told(verdict.action)
-        return "\n".join(check_line(verdict.action) for verdict in everything.actions)
+        for status in statuses:
+            self.told(status)
+        return check_answer(statuses)
 
     # -- channel events --------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from settled.api import errors
 from settled.api.cors import CodecCors
 from settled.api.deps import GatewayHolder
+from settled.api.edges.mcp import door as mcp
 from settled.api.edges.platforms import retell, vapi
 from settled.api.edges.platforms.webhooks import PLATFORM_BODY_BYTES, PLATFORM_PREFIX
 from settled.api.limits import BodySizeLimit
@@ -25,7 +26,8 @@ from settled.temporal.codec import EncryptionCodec
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    yield
+    async with mcp.serving(app):
+        yield
     await app.state.gateways.close()
 
 
@@ -54,6 +56,7 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(page_router)
     app.include_router(codec.router)
     app.include_router(metrics_router)
+    mcp.mount(app)
     if settings.rate_limit is not None:
         # Inside the measurement, so throttled requests show in the metrics and the request log.
         app.add_middleware(RateLimited, limit=settings.rate_limit, api_keys=settings.api_keys)

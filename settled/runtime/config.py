@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from settled.domain.models import WAIT_MAX_S
 from settled.domain.urls import http_url_problem
 
 _TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -40,6 +41,7 @@ KNOWN_VARIABLES = (
     "SETTLED_RETELL_API_KEY",
     "SETTLED_RETELL_API_KEY_FILE",
     "SETTLED_RETELL_API_KEYS",
+    "SETTLED_MCP_WAIT_S",
 )
 _TEST_VARIABLES = ("SETTLED_KEEP_LOGS", "SETTLED_UPDATE_SCREENSHOTS")
 
@@ -95,6 +97,9 @@ class Settings:
     retell_wait_s: float = DEFAULT_PLATFORM_WAIT_S
     # Tenant -> the environment variable holding that tenant's Retell API key (never the key itself).
     retell_api_keys: dict[str, str] = field(default_factory=dict)
+    # How long an MCP tool call waits for a verified outcome before answering "not confirmed yet"
+    # (the action's resource then tells the rest). Under the usual MCP clients' timeouts.
+    mcp_wait_s: float = 8.0
 
     def kinds_file(self, part: str) -> Path:
         """The kinds file a production part runs on. `settled worker` and `settled api` never fall back
@@ -154,6 +159,7 @@ class Settings:
             vapi_wait_s=_platform_wait(env, "SETTLED_VAPI_WAIT_S"),
             retell_wait_s=_platform_wait(env, "SETTLED_RETELL_WAIT_S"),
             retell_api_keys=parse_retell_api_keys(env.get("SETTLED_RETELL_API_KEYS", ""), api_keys),
+            mcp_wait_s=_seconds(env, "SETTLED_MCP_WAIT_S", cls.mcp_wait_s, WAIT_MAX_S),
             api_worker=_SWITCH[api_worker],
             worker_metrics_port=int(metrics_port) if metrics_port else None,
             worker_cached_workflows=int(cached),
@@ -167,6 +173,17 @@ class Settings:
             codec_cors_origins=_origins(env.get("SETTLED_CODEC_CORS_ORIGINS", "")),
             rate_limit=parse_rate_limit(env.get("SETTLED_RATE_LIMIT", DEFAULT_RATE_LIMIT)),
         )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float, most: float) -> float:
+    text = env.get(name, f"{default:g}").strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 <= seconds <= most):
+        raise SettingsError(f"{name}={text!r}: expected a number of seconds, 0 to {most:g}")
+    return seconds
 
 
 def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:

@@ -52,6 +52,10 @@ dispatch = { method = "POST", url = "http://127.0.0.1:8100/refunds" }
         ("SETTLED_WORKER_CACHED_WORKFLOWS", "many", "1 to 1000000"),
         ("SETTLED_API_WORKER", "maybe", "expected 1 or 0"),
         ("SETTLED_API_WORKER", "", "expected 1 or 0"),
+        ("SETTLED_MCP_WAIT_S", "soon", "0 to 30"),
+        ("SETTLED_MCP_WAIT_S", "31", "0 to 30"),
+        ("SETTLED_MCP_WAIT_S", "-1", "0 to 30"),
+        ("SETTLED_MCP_WAIT_S", "nan", "0 to 30"),
         ("SETTLED_RATE_LIMIT", "fast", "N/s"),
         ("SETTLED_RATE_LIMIT", "100", "N/s"),
         ("SETTLED_RATE_LIMIT", "0/s", "more than 0"),
@@ -72,6 +76,12 @@ def test_a_bad_variable_is_refused_naming_it(variable: str, value: str, named: s
 def test_the_api_worker_switch(value: str, hosted: bool) -> None:
     assert Settings.from_env({"SETTLED_API_WORKER": value}).api_worker is hosted
     assert Settings.from_env({}).api_worker  # on unless turned off
+
+
+def test_the_mcp_wait() -> None:
+    assert Settings.from_env({}).mcp_wait_s == 8.0
+    assert Settings.from_env({"SETTLED_MCP_WAIT_S": " 2.5 "}).mcp_wait_s == 2.5
+    assert Settings.from_env({"SETTLED_MCP_WAIT_S": "0"}).mcp_wait_s == 0.0
 
 
 def test_two_encryption_keys_with_one_id_are_refused() -> None:
