@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -70,11 +70,13 @@ class Floor:
     sandbox_url: str
     tag: str
     counter: int = 0
+    ids: list[str] = field(default_factory=list)  # every workflow it started, oldest first
 
     async def action(self, deduplicated: bool) -> float:
         """One floor action; its latency in ms, start to result."""
         self.counter += 1
         key = f"floor-{self.tag}-{self.counter}"
+        self.ids.append(key)
         service = "bookings" if deduplicated else "refunds"
         body = (
             {"room": "Ada", "day": "Thursday"}

@@ -21,6 +21,8 @@ BOOKING = {"room": "Ada", "day": "Thursday"}
 REFUND = {"order_id": "o-bench", "amount": 1, "currency": "EUR"}
 PARAMS = {"room_booking": BOOKING, "room_booking_on_event": BOOKING, "refund_nodedup": REFUND}
 WAIT_S = 10
+# Each bench action has a conversation of its own: a new conversation's action, the costlier case.
+CONVERSATION_OF = "conv-{op}"
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,12 @@ class Sizes:
     bulkhead_degraded: int = 600
     bulkhead_answer_s: float = 30.0
     bulkhead_samples: int = 100
+    # A burst from a few callers: `caller_burst` actions, `caller_burst_callers` callers each creating
+    # one after another (settled and the floor alike), timed to the last one confirmed.
+    caller_burst: int = 1000
+    caller_burst_callers: int = 24
+    # Confirmed actions (settled's and the floor's) whose histories are counted for the engine's cost.
+    engine_samples: int = 20
 
     @classmethod
     def tiny(cls) -> "Sizes":
@@ -59,6 +67,9 @@ class Sizes:
             bulkhead_degraded=20,
             bulkhead_answer_s=5.0,
             bulkhead_samples=5,
+            caller_burst=20,
+            caller_burst_callers=4,
+            engine_samples=3,
         )
 
 
@@ -85,7 +96,7 @@ class Run:
         was dropped under a burst (a backlog: counted as unanswered, not fatal)."""
         try:
             return await self.api.create_action(
-                f"conv-{operation_id}",
+                CONVERSATION_OF.format(op=operation_id),
                 kind,
                 PARAMS[kind],
                 operation_id=operation_id,
@@ -302,6 +313,71 @@ async def burst(run: Run, n: int) -> dict[str, Any]:
         "confirmed_in_wait": len(confirmed),
         "final_states": final,
     }
+
+
+async def _from_callers(
+    ids: list[str], callers: int, one: Callable[[str], Awaitable[bool]]
+) -> tuple[float, dict[str, float]]:
+    """`callers` callers, each taking the next id and running `one` (True: confirmed), until every id
+    was taken: (seconds until the last caller finished, seconds from the start to each confirmation)."""
+    queue = iter(ids)
+    confirmed_at: dict[str, float] = {}
+    started = time.perf_counter()
+
+    async def caller() -> None:
+        for operation_id in queue:  # one iterator shared by the callers: each id is taken once
+            if await one(operation_id):
+                confirmed_at[operation_id] = time.perf_counter() - started
+
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return time.perf_counter() - started, confirmed_at
+
+
+async def burst_from_callers(run: Run, n: int, callers: int) -> dict[str, Any]:
+    """`n` actions from `callers` callers, each creating one after another with the usual wait: how many
+    were accepted (answered at all, not 503 or dropped), confirmed in their wait, confirmed in the end
+    and written once, and the time until the last was confirmed (for one confirmed after its wait: when
+    the settling reads found it, an upper bound)."""
+    ids = [run.new_id(f"callers{n}") for _ in range(n)]
+    answers: dict[str, str] = {}
+
+    async def one(operation_id: str) -> bool:
+        status = await run.create(operation_id)
+        answers[operation_id] = status.state.value if status else UNANSWERED
+        return status is not None and status.state is State.CONFIRMED
+
+    answered_s, confirmed_at = await _from_callers(ids, callers, one)
+    started = time.perf_counter() - answered_s
+    final = await settle(run, ids)
+    settled_s = time.perf_counter() - started
+    keys = [row["key"] for row in await run.records() if f"-callers{n}-" in row["key"]]
+    last = max(confirmed_at.values(), default=0.0)
+    if len(confirmed_at) < n and final.get("confirmed", 0) > len(confirmed_at):
+        last = settled_s
+    return {
+        "actions": n,
+        "callers": callers,
+        "accepted": sum(state != UNANSWERED for state in answers.values()),
+        "confirmed_in_wait": len(confirmed_at),
+        "final_states": final,
+        "records": len(keys),
+        "duplicates": len(keys) - len(set(keys)),
+        "answered_s": round(answered_s, 2),
+        "last_confirmed_s": round(last, 2),
+        "operation_ids": ids,
+    }
+
+
+async def floor_burst_from_callers(floor: Floor, n: int, callers: int) -> dict[str, Any]:
+    """The floor's `n` from the same callers: the time until its last was done."""
+    first = len(floor.ids)
+
+    async def one(_: str) -> bool:
+        await floor.action(True)
+        return True
+
+    done_s, _ = await _from_callers([str(i) for i in range(n)], callers, one)
+    return {"actions": n, "callers": callers, "last_confirmed_s": round(done_s, 2), "ids": floor.ids[first:]}
 
 
 async def floor_actions(floor: Floor, n: int, deduplicated: bool) -> list[float]:

@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from settled.bench import measures
+from settled.bench import engine, measures
 from settled.bench.bulkhead import DEGRADED, DEGRADED_KIND, bulkhead
-from settled.bench.floor import floor_worker
+from settled.bench.floor import Floor, floor_worker
 from settled.bench.measures import Run, Sizes
 from settled.bench.stats import summarize
 
 from settled.client import SettledClient
 from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant, load_kinds
+from settled.domain.states import State
 from settled.runtime.stack import SQLITE_PRAGMAS, Stack
 
 NOT_DEDUPLICATED = "refund_nodedup"
@@ -85,11 +86,16 @@ def ratios_to_floor(results: dict[str, Any]) -> dict[str, float | None]:
     ratios: dict[str, float | None] = {}
     for suffix in ("", "_not_deduplicated"):
         settled, floor = results[f"durable_action_overhead{suffix}_ms"], results[f"floor_overhead{suffix}_ms"]
-        for q in ("p50", "p99"):
+        for q in ("p50", "p95", "p99"):
             ratios[f"overhead{suffix}_{q}"] = ratio(settled[q], floor[q])
     ratios["throughput"] = ratio(
         results["throughput"]["per_second"], results["floor_throughput"]["per_second"]
     )
+    if "caller_burst" in results:
+        burst = results["caller_burst"]
+        ratios["caller_burst_last_confirmed"] = ratio(
+            burst["settled"]["last_confirmed_s"], burst["floor"]["last_confirmed_s"]
+        )
     return ratios
 
 
@@ -169,6 +175,9 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
                     q: round(results[f"{arm}{suffix}_ms"][q] - bare[q], 2) for q in ("p50", "p95", "p99")
                 }
         results["overhead_ms"] = results["durable_action_overhead_ms"]
+        results["engine_cost"] = await step(
+            "engine cost per confirmed action", lambda: _engine_cost(run, floor, sizes.engine_samples)
+        )
 
         in_flight = await step("actions in flight", lambda: measures.waiting_actions(run, sizes.in_flight))
         reads = await step(
@@ -228,6 +237,11 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
         for n in sizes.loads:
             loads[str(n)] = await step(f"burst of {n}", lambda n=n: measures.burst(run, n))
         results["latency_by_concurrency_ms"] = loads
+        n, callers = sizes.caller_burst, sizes.caller_burst_callers
+        results["caller_burst"] = await step(
+            f"burst of {n} from {callers} callers", lambda: _caller_burst(run, floor, n, callers)
+        )
+        results["vs_floor"] = ratios_to_floor(results)
 
         extra = max(0, sizes.waiting - sizes.in_flight)
         await step("actions waiting", lambda: measures.waiting_actions(run, extra))
@@ -245,6 +259,38 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
         return results
 
 
+async def _engine_cost(run: Run, floor: Floor, n: int) -> dict[str, Any]:
+    """`n` confirmed bookings one at a time through settled, and `n` of the floor's, counted in their
+    histories (bench.engine)."""
+    ops = [run.new_id("engine") for _ in range(n)]
+    for op in ops:
+        status = await run.create(op)
+        if status is None or status.state is not State.CONFIRMED:
+            raise measures.BenchError(f"{op}: not confirmed ({status.state if status else 'unanswered'})")
+    first = len(floor.ids)
+    await measures.floor_actions(floor, n, deduplicated=True)
+    return {
+        "settled": await engine.settled_cost(floor.client, ops, measures.CONVERSATION_OF),
+        "floor": await engine.floor_cost(floor.client, floor.ids[first:]),
+    }
+
+
+async def _caller_burst(run: Run, floor: Floor, n: int, callers: int) -> dict[str, Any]:
+    """Settled's burst from `callers` callers, then the floor's, and what each cost the engine."""
+    settled = await measures.burst_from_callers(run, n, callers)
+    ops = settled.pop("operation_ids")
+    floor_burst = await measures.floor_burst_from_callers(floor, n, callers)
+    ids = floor_burst.pop("ids")
+    return {
+        "settled": settled,
+        "floor": floor_burst,
+        "engine_cost": {
+            "settled": await engine.settled_cost(floor.client, ops, measures.CONVERSATION_OF),
+            "floor": await engine.floor_cost(floor.client, ids),
+        },
+    }
+
+
 async def _bulkhead(run: Run, stack: Stack, sizes: Sizes) -> dict[str, Any]:
     spec = load_kinds(stack.config).get(DEGRADED)
     assert spec is not None
@@ -256,7 +302,7 @@ async def _idle_stream_cost(run: Run, stack: Stack, in_flight: list[str], sizes:
     nothing changes on their conversations; and the same with no stream open, in windows just before
     and just after, so that work left over from the steps before (a backlog draining) is not counted
     as the streams' cost: `streams_cost_percent` is the difference from the baselines' mean."""
-    conversations = [f"conv-{op}" for op in in_flight]
+    conversations = [measures.CONVERSATION_OF.format(op=op) for op in in_flight]
     pids = {name: child.popen.pid for name, child in stack.children.items()}
 
     async def window() -> dict[str, float]:

@@ -9,7 +9,7 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from settled.gateway.changes import action_changes, current, snapshot
@@ -31,7 +31,7 @@ from settled.workflows.messages import (
     Reconcile,
     Register,
 )
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingWorkflowTaskState
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -55,7 +55,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from settled.domain.handoff import Channels, Handoff, build_handoff
 from settled.domain.kinds import Kinds
-from settled.domain.machine import NewAction
+from settled.domain.machine import ActionRecord, NewAction
 from settled.domain.models import WAIT_MAX_S, ActionStatus, CreateAction
 from settled.domain.params import InvalidParams, validate_params
 from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
@@ -72,6 +72,7 @@ from settled.temporal.identity import (
 
 T = TypeVar("T")
 TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+TASK_SCHEDULED = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
 # How long past a caller's wait an answer from Temporal may take before the caller is told to retry.
 ANSWER_GRACE_S = 8.0
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
@@ -233,6 +234,7 @@ class Gateway:
         # this call returns always lists the action; a crash between the two is mended by the
         # client's retry with the same operation id (both calls are idempotent).
         tracking = asyncio.ensure_future(self._track(tenant, body.conversation_id, operation_id, wait_s))
+        sent_at = datetime.now(UTC)
         eager = self.eager and self._eager_under_way < EAGER_AT_ONCE
         self._eager_under_way += eager
         try:
@@ -258,7 +260,15 @@ class Gateway:
             )
             handle = await self._guard(lambda: asyncio.shield(start), left())
             if _started(handle):
-                status = await self._guard(lambda: self._answer(handle, max(0.0, left())), left())
+                # What the start recorded, for a busy engine that has not run the run's first task
+                # by the end of the wait (`_answer`). The guard leaves room for that answer even when
+                # the start itself took most of the grace.
+                recorded = ActionRecord.create(new, sent_at)
+                recorded.apply_register()
+                status = await self._guard(
+                    lambda: self._answer(handle, left(), recorded.status()),
+                    max(left(), -self.answer_grace_s / 2),
+                )
                 await tracking
                 return True, status
             # It runs already (a repeat, or a concurrent create): its update registers this call.
@@ -283,15 +293,21 @@ class Gateway:
         return registered.created, registered.status
 
     async def _answer(
-        self, handle: WorkflowHandle[ActionWorkflow, ActionStatus], wait_s: float
+        self, handle: WorkflowHandle[ActionWorkflow, ActionStatus], left_s: float, recorded: ActionStatus
     ) -> ActionStatus:
         """What the creating call is answered: the status the new run keeps in its memo, once it is out
-        of requested/running or when the wait ends (never before the first one is recorded, which is
-        when the action is durable). Learned by a long poll of the run's history, which answers as
-        soon as a change is recorded (no query, no update), and by a slower look at the memo, for a
-        server whose long poll answers late (Temporal's time-skipping test server waits for the close)."""
+        of requested/running or when the wait (`left_s`, less than 0 when the start took longer) ends.
+        Learned by a long poll of the run's history, which answers as soon as a change is recorded (no
+        query, no update), and by a slower look at the memo, for a server whose long poll answers late
+        (Temporal's time-skipping test server waits for the close).
+
+        Until the run's first workflow task is recorded there is no memo. A busy engine may not have
+        handed that task to any worker when the wait and half the grace past it are spent: the call is
+        then answered with `recorded`, what the start made durable (`requested`), rather than told to
+        retry. Only while no worker has taken the task: one that has may be sending inside it."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_s
+        deadline = loop.time() + max(0.0, left_s)
+        recorded_by = loop.time() + left_s + self.answer_grace_s / 2
         latest: ActionStatus | None = None
         changed = asyncio.Event()
 
@@ -310,7 +326,8 @@ class Gateway:
         async def recheck() -> None:
             for pause in itertools.chain(MEMO_RECHECK_S, itertools.repeat(MEMO_RECHECK_S[-1])):
                 await asyncio.sleep(pause)
-                note(await self._memo_status(handle))
+                with suppress(GatewayError):  # a slow look is no answer: the next one may be quicker
+                    note(await self._memo_status(handle))
 
         watchers = [asyncio.ensure_future(follow()), asyncio.ensure_future(recheck())]
         try:
@@ -320,6 +337,8 @@ class Gateway:
                 for watcher in watchers:
                     if watcher.done() and watcher.exception() is not None:
                         raise watcher.exception()  # type: ignore[misc]
+                if latest is None and loop.time() >= recorded_by and await self._no_task_taken(handle):
+                    return recorded
                 changed.clear()
                 # Until the first status, the caller's guard bounds the wait.
                 timeout = max(0.0, deadline - loop.time()) if latest is not None else MEMO_RECHECK_S[0]
@@ -328,6 +347,16 @@ class Gateway:
         finally:
             for watcher in watchers:
                 watcher.cancel()
+
+    async def _no_task_taken(self, handle: WorkflowHandle[ActionWorkflow, ActionStatus]) -> bool:
+        """Whether the run's first workflow task is still waiting for a worker, on its first attempt, and
+        nothing is in the memo: then nothing has run, and nothing can have been sent."""
+        try:
+            described, change = await self._guard(lambda: current(handle))
+        except GatewayError:
+            return False
+        pending = described.raw_description.pending_workflow_task
+        return change is None and pending.state == TASK_SCHEDULED and pending.attempt == 1
 
     async def _closed_repeat(self, tenant: str | None, operation_id: str, register: Register) -> ActionStatus:
         conflict = await self._guard(

@@ -35,9 +35,19 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     for name in ("floor_throughput", "floor_throughput_not_deduplicated"):
         assert results[name]["confirmed"] > 0 and results[name]["cpu_ms_per_action"]["temporal"] > 0
     assert set(results["vs_floor"]) == {
-        "overhead_p50", "overhead_p99", "overhead_not_deduplicated_p50",
-        "overhead_not_deduplicated_p99", "throughput",
+        "overhead_p50", "overhead_p95", "overhead_p99", "overhead_not_deduplicated_p50",
+        "overhead_not_deduplicated_p95", "overhead_not_deduplicated_p99", "throughput",
+        "caller_burst_last_confirmed",
     }  # fmt: skip
+    burst = results["caller_burst"]
+    n = sizes["caller_burst"]
+    assert burst["settled"]["actions"] == burst["floor"]["actions"] == n
+    assert burst["settled"]["accepted"] == burst["settled"]["records"] == n
+    assert burst["settled"]["final_states"] == {"confirmed": n} and burst["settled"]["duplicates"] == 0
+    # The engine's cost, counted in the histories: every confirmed action ran its own execution.
+    for cost in (results["engine_cost"], burst["engine_cost"]):
+        assert cost["settled"]["action"]["executions"] == cost["floor"]["total"]["executions"] == 1
+        assert cost["settled"]["action"]["workflow_tasks"] >= 1 and cost["floor"]["total"]["events"] > 0
     idle = results["idle_streams"]
     assert idle["streams"] == sizes["idle_streams"] and idle["core_percent"]["api"] >= 0
     assert set(idle["streams_cost_percent"]) == set(idle["baseline_core_percent"]) >= {"api", "temporal"}

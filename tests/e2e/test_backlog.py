@@ -1,6 +1,8 @@
 """When no worker runs an update in time (a backlog, a stalled worker), the API still answers within
 the caller's wait plus a bounded grace, says so plainly, and a retry with the same operation id
-meets the same action: nothing is lost and nothing is written twice."""
+meets the same action: nothing is lost and nothing is written twice. A new action whose first task no
+worker has taken yet (a busy engine, its workers all occupied) is no failure: it is answered with what
+its start recorded."""
 
 import asyncio
 import os
@@ -15,7 +17,7 @@ from settled.domain.models import CreateAction
 from settled.runtime.stack import Stack
 from tests.e2e.conftest import StackOptions
 from tests.e2e.inprocess import gateway_on
-from tests.helpers import BOOKING, Sandbox, create, new_id
+from tests.helpers import BOOKING, Sandbox, create, new_id, wait_state
 
 # Without the API's own worker, which would run a new action's first task eagerly: the stalled
 # worker is then the only one that can, as when every worker is stalled.
@@ -75,3 +77,31 @@ async def test_a_start_its_caller_stopped_waiting_for_is_still_made_and_tracked(
             await asyncio.sleep(0.1)
         status = (await api.get(f"/v1/actions/{operation_id}")).json()
         assert status["state"] == "requested" and status["conversation_id"] == conversation_id
+
+
+def test_a_new_action_no_worker_has_taken_yet_is_answered_requested_not_503(module_stack: Stack) -> None:
+    """No worker polls (all busy, or restarting): the start is durable, its first task waits in the
+    queue, and nothing can have been sent. The caller is answered 201 `requested` soon after its wait,
+    not 503; the worker back, the action is sent once and confirmed."""
+    operation_id = new_id()
+    module_stack.children["worker"].stop()
+    try:
+        with httpx.Client(base_url=module_stack.api_url, timeout=60) as api:
+            started = time.monotonic()
+            answered = create(
+                api, "room_booking", BOOKING, operation_id=operation_id, authorized=True, wait=1
+            )
+            elapsed = time.monotonic() - started
+    finally:
+        module_stack.start_worker()
+    assert answered.status_code == 201, answered.text
+    action = answered.json()
+    assert (action["state"], action["dispatched"], action["attempts"]) == ("requested", False, 0)
+    assert action["authorized"] and action["claim"] == "in_progress"
+    assert 1 <= elapsed < 1 + ANSWER_GRACE_S, elapsed
+    with (
+        httpx.Client(base_url=module_stack.api_url, timeout=60) as api,
+        httpx.Client(base_url=module_stack.sandbox_url, timeout=10) as sandbox_http,
+    ):
+        assert wait_state(api, operation_id, "confirmed", timeout_s=60)["attempts"] == 1
+        assert len(Sandbox(sandbox_http).records(operation_id)) == 1
