@@ -10,7 +10,7 @@ from mcp.shared.exceptions import MCPError
 from settled.runtime.stack import Stack, free_port
 from tests.client.support import AsyncSandbox, new_id
 from tests.helpers import BOOKING
-from tests.mcp.conftest import app_settings, in_process
+from tests.mcp.conftest import app_settings, in_process, networked_endpoint
 from tests.mcp.support import KEY_A, Endpoint, operation, text_of
 
 KIND = "reservation"  # the room booking without a go-ahead
@@ -102,19 +102,15 @@ async def test_a_failed_action_is_a_true_answer_not_a_tool_error(
     assert result.structured_content["state"] == "failed" and "NOT DONE" in text_of(result)
 
 
-async def test_without_a_conversation_a_2026_client_is_told_to_name_one(keyed_stack: object) -> None:
-    from tests.mcp.conftest import networked_endpoint
-
-    endpoint = networked_endpoint(keyed_stack, "2026")  # type: ignore[arg-type]
+async def test_without_a_conversation_a_2026_client_is_told_to_name_one(keyed_stack: Stack) -> None:
+    endpoint = networked_endpoint(keyed_stack, "2026")
     async with endpoint.connect(KEY_A) as client:
         result = await client.call_tool(KIND, {**BOOKING, "room": new_id("room")})
     assert result.is_error and "conversation" in text_of(result)
 
 
-async def test_a_2025_session_names_the_conversation_by_default(keyed_stack: object) -> None:
-    from tests.mcp.conftest import networked_endpoint
-
-    endpoint = networked_endpoint(keyed_stack, "2025")  # type: ignore[arg-type]
+async def test_a_2025_session_names_the_conversation_by_default(keyed_stack: Stack) -> None:
+    endpoint = networked_endpoint(keyed_stack, "2025")
     async with endpoint.connect(KEY_A) as client:
         result = await client.call_tool(KIND, {**BOOKING, "room": new_id("room")})
     assert not result.is_error and result.structured_content is not None
