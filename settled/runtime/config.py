@@ -156,8 +156,20 @@ class Settings:
             raise SettingsError(f"SETTLED_API_WORKER={api_worker!r}: expected 1 or 0 (true or false)")
         api_keys = parse_api_keys(env.get("SETTLED_API_KEYS", ""))
         return cls(
-            vapi_wait_s=_platform_wait(env, "SETTLED_VAPI_WAIT_S"),
-            retell_wait_s=_platform_wait(env, "SETTLED_RETELL_WAIT_S"),
+            vapi_wait_s=_seconds(
+                env,
+                "SETTLED_VAPI_WAIT_S",
+                DEFAULT_PLATFORM_WAIT_S,
+                least=PLATFORM_WAIT_RANGE_S[0],
+                most=PLATFORM_WAIT_RANGE_S[1],
+            ),
+            retell_wait_s=_seconds(
+                env,
+                "SETTLED_RETELL_WAIT_S",
+                DEFAULT_PLATFORM_WAIT_S,
+                least=PLATFORM_WAIT_RANGE_S[0],
+                most=PLATFORM_WAIT_RANGE_S[1],
+            ),
             retell_api_keys=parse_retell_api_keys(env.get("SETTLED_RETELL_API_KEYS", ""), api_keys),
             mcp_wait_s=_seconds(env, "SETTLED_MCP_WAIT_S", cls.mcp_wait_s, WAIT_MAX_S),
             api_worker=_SWITCH[api_worker],
@@ -175,14 +187,14 @@ class Settings:
         )
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float, most: float) -> float:
+def _seconds(env: Mapping[str, str], name: str, default: float, most: float, least: float = 0.0) -> float:
     text = env.get(name, f"{default:g}").strip()
     try:
         seconds = float(text)
     except ValueError:
         seconds = math.nan
-    if not (math.isfinite(seconds) and 0 <= seconds <= most):
-        raise SettingsError(f"{name}={text!r}: expected a number of seconds, 0 to {most:g}")
+    if not (math.isfinite(seconds) and least <= seconds <= most):
+        raise SettingsError(f"{name}={text!r}: expected a number of seconds, {least:g} to {most:g}")
     return seconds
 
 
@@ -262,18 +274,6 @@ def _encryption_keys(text: str) -> dict[str, bytes]:
     if text.strip() and not keys:
         raise SettingsError("SETTLED_ENCRYPTION_KEYS is set but holds no KEY_ID:BASE64_KEY entry")
     return keys
-
-
-def _platform_wait(env: Mapping[str, str], name: str) -> float:
-    text = env.get(name, str(DEFAULT_PLATFORM_WAIT_S)).strip()
-    low, high = PLATFORM_WAIT_RANGE_S
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not low <= seconds <= high:  # NaN fails both
-        raise SettingsError(f"{name}={text!r}: expected a number of seconds, {low:g} to {high:g}")
-    return seconds
 
 
 def parse_retell_api_keys(text: str, api_keys: Mapping[str, str]) -> dict[str, str]:
