@@ -298,8 +298,9 @@ class Gateway:
         """What the creating call is answered: the status the new run keeps in its memo, once it is out
         of requested/running or when the wait (`left_s`, less than 0 when the start took longer) ends.
         Learned by a long poll of the run's history, which answers as soon as a change is recorded (no
-        query, no update), and by a slower look at the memo, for a server whose long poll answers late
-        (Temporal's time-skipping test server waits for the close).
+        query, no update), and by a slower look at the memo while the long poll has given nothing, for
+        a server whose long poll answers late (Temporal's time-skipping test server waits for the
+        close): once it has answered, a look at the memo would only cost the server a describe.
 
         Until the run's first workflow task is recorded there is no memo. A busy engine may not have
         handed that task to any worker when the wait and half the grace past it are spent: the call is
@@ -322,14 +323,19 @@ class Gateway:
                 change = await snapshot(self.client, event)
                 if change is not None:
                     note(change[1])
+                    if change[1].state not in IN_PROGRESS:
+                        return  # the answer: arm no further long poll for the server to serve
 
         async def recheck() -> None:
             for pause in itertools.chain(MEMO_RECHECK_S, itertools.repeat(MEMO_RECHECK_S[-1])):
                 await asyncio.sleep(pause)
+                if latest is not None and not following.done():
+                    continue  # the long poll answers: a look at the memo would only cost the server
                 with suppress(GatewayError):  # a slow look is no answer: the next one may be quicker
                     note(await self._memo_status(handle))
 
-        watchers = [asyncio.ensure_future(follow()), asyncio.ensure_future(recheck())]
+        following = asyncio.ensure_future(follow())
+        watchers = [following, asyncio.ensure_future(recheck())]
         try:
             while True:
                 if latest is not None and (latest.state not in IN_PROGRESS or loop.time() >= deadline):
