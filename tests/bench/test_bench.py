@@ -80,3 +80,18 @@ def test_the_bulkhead_step_runs_alone(tmp_path: Path) -> None:
     assert bulkhead["degraded_final_states"] == {"confirmed": sizes["bulkhead_degraded"]}
     assert bulkhead["degraded_records"] == sizes["bulkhead_degraded"] and bulkhead["degraded_duplicates"] == 0
     assert "beside / alone" in (out / "results.md").read_text()
+
+
+def test_the_record_probe_measures_each_shape_of_a_conversations_record() -> None:
+    """`python -m settled.bench.records N`: each shape ran N times in each round, on a server of its own,
+    and cost that server some CPU."""
+    run = subprocess.run(
+        [sys.executable, "-m", "settled.bench.records", "20"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(run.stdout)
+    assert document["operations"] == 20
+    assert len(document["results"]) == 3
+    for rounds in document["results"].values():
+        assert len(rounds) == 2
+        assert all(r["per_second"] > 0 and r["server_cpu_ms"] > 0 for r in rounds)
