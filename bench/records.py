@@ -9,6 +9,7 @@ callers on one fresh dev server; the server's CPU per operation is read from /pr
 reads it. No worker runs: none of these shapes needs one.
 """
 
+import argparse
 import asyncio
 import json
 import sys
@@ -51,26 +52,23 @@ async def measure(client: Client, pid: int, n: int, rounds: int = 2) -> dict[str
     for shard in shards:
         await client.start_workflow(WORKFLOW, id=shard, task_queue=QUEUE, start_delay=DELAY)
 
-    def lazy_start(prefix: str) -> Callable[[int], Awaitable[object]]:
-        return lambda i: client.start_workflow(
-            WORKFLOW,
-            id=f"{prefix}-{i}",
-            task_queue=QUEUE,
-            start_delay=DELAY,
-            start_signal="track_action",
-            start_signal_args=[f"op-{i}"],
-        )
-
-    def signal_with_start(i: int) -> Awaitable[object]:
+    def start(workflow_id: str, i: int) -> Awaitable[object]:
+        """A start carrying the action's id as its start signal; to a running one, just the signal."""
         return client.start_workflow(
             WORKFLOW,
-            id=shards[i % SHARDS],
+            id=workflow_id,
             task_queue=QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             start_delay=DELAY,
             start_signal="track_action",
             start_signal_args=[f"op-{i}"],
         )
+
+    def lazy_start(prefix: str) -> Callable[[int], Awaitable[object]]:
+        return lambda i: start(f"{prefix}-{i}", i)
+
+    def signal_with_start(i: int) -> Awaitable[object]:
+        return start(shards[i % SHARDS], i)
 
     def signal(i: int) -> Awaitable[object]:
         return client.get_workflow_handle(shards[i % SHARDS]).signal("track_action", f"op-{i}")
@@ -89,8 +87,11 @@ async def measure(client: Client, pid: int, n: int, rounds: int = 2) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    n = int(args[0]) if args else 1500
+    parser = argparse.ArgumentParser(prog="python -m settled.bench.records", description=__doc__)
+    parser.add_argument("n", nargs="?", type=int, default=1500, help="operations of each shape per round")
+    n = parser.parse_args(argv).n
+    if n < 1:
+        parser.error("n must be at least 1")
     with tempfile.TemporaryDirectory(prefix="settled-records-") as scratch:
         stack = Stack(Path(scratch), Ports.free(), sandbox=False, ui=False)
         server = stack.start_server()
