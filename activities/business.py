@@ -72,6 +72,19 @@ async def _heartbeating(work: Awaitable[T]) -> T:
         activity.heartbeat()
 
 
+async def _despite_cancel(work: Awaitable[T]) -> T:
+    """Finish `work` even when the activity is cancelled meanwhile (a request under way is answered,
+    not abandoned halfway)."""
+    task = asyncio.ensure_future(work)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+
+
 def _count(name: str, description: str, call: BusinessCall, result: str) -> None:
     activity.metric_meter().create_counter(name, description).add(
         1, {"kind": call.kind.name, "result": result}
@@ -155,11 +168,18 @@ class BusinessActivities:
 
     @activity.defn(name=DISPATCH)
     async def dispatch(self, call: BusinessCall) -> DispatchOutcome:
+        if call.from_queue:
+            # Temporal recorded that this worker took it: it is sending, and a cancel now is too late.
+            outcome = await _despite_cancel(self._dispatch(call))
+            return outcome.model_copy(update={"taken_at": activity.info().started_time})
         if call.queued:
             turn = await _take_turn()
             if isinstance(turn, str):
                 return DispatchOutcome(result="not_sent", detail=f"not sent: {turn}")
             call = turn
+        return await self._dispatch(call)
+
+    async def _dispatch(self, call: BusinessCall) -> DispatchOutcome:
         kind = call.kind
         handler = self._handler(call)
         if handler is not None:

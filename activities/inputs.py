@@ -17,8 +17,12 @@ class BusinessCall(BaseModel):
     operation_id: str | None = None
     attempt: int = 0
     # A send that waited in its kind's queue: its worker asks the workflow for its turn (`SENDING`), and
-    # sends what the answer holds, before anything leaves.
+    # sends what the answer holds, before anything leaves (runs before QUEUE_REVISION).
     queued: bool = False
+    # A send that waited in its kind's queue since QUEUE_REVISION: Temporal's record that a worker took
+    # it is the record that it is sending, so a cancel that reaches the worker after that is too late
+    # to stop it: the request is finished and its answer returned.
+    from_queue: bool = False
 
 
 DISPATCH = "dispatch"

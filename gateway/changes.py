@@ -9,16 +9,23 @@ written, and costs nothing while nothing changes.
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
-from settled.workflows.messages import STATUS_MEMO, VERSION_MEMO
-from temporalio.api.enums.v1 import EventType
+from settled.activities.inputs import DISPATCH
+from settled.workflows.messages import STATUS_MEMO, TAKEN_MEMO, VERSION_MEMO
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from settled.domain.models import ActionStatus, is_redacted, redacted_like
+from settled.domain.models import ActionStatus, TakenSend, is_redacted, redacted_like
 
 PROPERTIES_MODIFIED = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
+# A pending activity a worker has taken (Temporal cancels one no worker has taken at once).
+TAKEN = (
+    PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+    PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
+)
 # How often an action that does not exist yet is looked for (tracked by its conversation before its
 # start is recorded), at first and at most.
 NOT_STARTED_POLL_S = (0.2, 10.0)
@@ -45,13 +52,30 @@ async def current(
 ) -> tuple[WorkflowExecutionDescription, tuple[int, ActionStatus] | None]:
     """The action's description, and its current change number and status from the memo (None
     before its first workflow task completed). Runs that record no number are given their history's
-    length, which every later change's position exceeds."""
+    length, which every later change's position exceeds. A send that waited in its kind's queue and
+    that a worker has taken since is shown as taken (`TakenSend`): it may be reaching the service."""
     described = await handle.describe()
     status = await described.memo_value(STATUS_MEMO, None, type_hint=ActionStatus)
     if status is None:
         return described, None
+    taken = await described.memo_value(TAKEN_MEMO, None, type_hint=TakenSend)
+    taken_at = _send_taken_at(described) if taken is not None else None
+    if taken is not None and taken_at is not None:
+        status = taken.applied(status, taken_at)
     version = await described.memo_value(VERSION_MEMO, None, type_hint=int)
     return described, (version + 1 if version is not None else described.history_length, status)
+
+
+def _send_taken_at(described: WorkflowExecutionDescription) -> datetime | None:
+    """When a worker took the run's pending send (Temporal's record that the activity started)."""
+    for pending in described.raw_description.pending_activities:
+        if (
+            pending.activity_type.name == DISPATCH
+            and pending.state in TAKEN
+            and pending.HasField("last_started_time")
+        ):
+            return pending.last_started_time.ToDatetime(tzinfo=UTC)
+    return None
 
 
 async def action_changes(

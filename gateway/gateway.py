@@ -58,7 +58,7 @@ from settled.domain.kinds import Kinds
 from settled.domain.machine import ActionRecord, NewAction
 from settled.domain.models import WAIT_MAX_S, ActionStatus, CreateAction
 from settled.domain.params import InvalidParams, validate_params
-from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
+from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, SETTLED, State
 from settled.runtime.config import Settings
 from settled.temporal import visibility
 from settled.temporal.codec import data_converter
@@ -339,7 +339,7 @@ class Gateway:
         try:
             while True:
                 if latest is not None and (latest.state not in IN_PROGRESS or loop.time() >= deadline):
-                    return latest
+                    return await self._maybe_taken(handle, latest)
                 for watcher in watchers:
                     if watcher.done() and watcher.exception() is not None:
                         raise watcher.exception()  # type: ignore[misc]
@@ -353,6 +353,17 @@ class Gateway:
         finally:
             for watcher in watchers:
                 watcher.cancel()
+
+    async def _maybe_taken(
+        self, handle: WorkflowHandle[ActionWorkflow, ActionStatus], status: ActionStatus
+    ) -> ActionStatus:
+        """`status`, or, where it may be a send waiting in its kind's queue, what a read shows now: a
+        worker may have taken the send since (`settled.gateway.changes.current`)."""
+        if status.state is not State.REQUESTED or not status.authorized:
+            return status
+        with suppress(GatewayError):
+            return await self._memo_status(handle) or status
+        return status
 
     async def _no_task_taken(self, handle: WorkflowHandle[ActionWorkflow, ActionStatus]) -> bool:
         """Whether the run's first workflow task is still waiting for a worker, on its first attempt, and
@@ -476,18 +487,20 @@ class Gateway:
         self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any
     ) -> ActionStatus:
         handle = self._action(tenant, operation_id)
+        wait_s = getattr(arg, "wait_s", 0.0)
         try:
-            return await self._guard(lambda: handle.execute_update(update, arg), getattr(arg, "wait_s", 0.0))
+            status = await self._guard(lambda: handle.execute_update(update, arg), wait_s)
         except GatewayError as error:
             if error.code == "noop":
                 # Nothing to change, but a caller who asked to wait still gets the verified outcome.
-                return await self._await_verified(tenant, operation_id, getattr(arg, "wait_s", 0.0))
+                return await self._await_verified(tenant, operation_id, wait_s)
             if error.code == "not_found" and await self._has_closed(handle):
                 if name in _CLOSED_ANSWER:
                     message = "the action is settled and its record is closed"
                     raise GatewayError(_CLOSED_ANSWER[name], message) from None
                 return await self.get(tenant, operation_id)
             raise
+        return await self._maybe_taken(handle, status)
 
     async def _has_closed(self, handle: WorkflowHandle[Any, Any]) -> bool:
         """Whether the workflow exists and has closed: an update to a closed workflow is answered
@@ -524,6 +537,10 @@ class Gateway:
 
     async def amend(self, tenant: str | None, operation_id: str, params: dict[str, Any]) -> ActionStatus:
         status = await self.get(tenant, operation_id)
+        if status.dispatched and status.state not in SETTLED:
+            # Refused here too, for a queued send a worker has taken: only Temporal records that, and
+            # the amend would wait for the send's answer to learn it.
+            raise GatewayError("already_dispatched", "a request may already have reached the business system")
         kind = self.kinds.get(status.kind)
         if kind is not None:
             try:

@@ -26,16 +26,19 @@ from typing import NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 with workflow.unsafe.imports_passed_through():
     from settled.activities.business import BusinessActivities
     from settled.activities.inputs import DISPATCH, SENDING, BusinessCall, lane_full
     from settled.workflows.messages import (
         PATCHED_REVISION,
+        QUEUE_REVISION,
         QUIET_REVISION,
         SERVICES_REVISION,
         STATUS_MEMO,
+        TAKEN_MEMO,
         VERSION_MEMO,
         ActionChanged,
         ActionStart,
@@ -64,6 +67,9 @@ SEND_ONCE = RetryPolicy(maximum_attempts=1)
 LOOKUP_RETRIES = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200))
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 IN_TASK_CALLS = "in-task-business-calls"
+TRY_CANCEL = ActivityCancellationType.TRY_CANCEL
+# Resolved only once Temporal answers the cancel: taken back, or too late (a worker had taken it).
+WAIT_CANCELLATION_COMPLETED = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 # Runs recorded before it took an early authoritative 404 as "not applied"; their replay must too.
 COMMIT_HORIZON = "commit-horizon"
 # Runs started since this patch mirror needs_attention to the search attributes when it is set, not
@@ -90,11 +96,15 @@ class ActionWorkflow:
         self._record.calls_in_task = self._patched(IN_TASK_CALLS)
         if start.carried is None:
             self._record.services_rules = start.revision >= SERVICES_REVISION
+            self._record.start_marks_sending = start.revision >= QUEUE_REVISION
         if start.creating_wait_s is not None and start.carried is None:
             # Started by the creating call itself (eagerly, without an update): register it here.
             self._record.apply_register()
             self._record.await_answer(workflow.now() + timedelta(seconds=start.creating_wait_s))
         self._calling_in_task = False  # publishing waits for the call's answer: one batch, not two
+        self._withdraw = False  # a cancel or an amend asks for the queued send back
+        self._amending = False  # the loop sends nothing until the amend that took the send back is in
+        self._taken_in_memo = False
         self._outbox: list[ActionStatus] = (
             [self._record.status()] if self._signals_conversation and not start.carried else []
         )
@@ -121,6 +131,8 @@ class ActionWorkflow:
             self._mirror = asyncio.create_task(self._mirror_changes())
         started_redacted = record.params_redacted
         while True:
+            if self._amending:
+                await workflow.wait_condition(lambda: not self._amending)
             record.tick(workflow.now())
             self._changed()
             step = record.next_step(workflow.now())
@@ -183,7 +195,8 @@ class ActionWorkflow:
             business_ref=record.business_ref,
             operation_id=record.operation_id,
             attempt=record.attempts,
-            queued=record.queued,
+            queued=record.queued and not record.start_marks_sending,
+            from_queue=record.may_withdraw,
         )
 
     async def _business(
@@ -192,10 +205,12 @@ class ActionWorkflow:
         retry: RetryPolicy,
         summary: str,
         lost: Callable[[str], T],
+        withdrawn: Callable[[], T] | None = None,
     ) -> T:
         """Run a business activity; `lost` says what it means if it never finished (worker died, timeout).
         Inside the workflow task or on the shared queue (eagerly, where it can) while its kind has room
-        there; refused (nothing sent: `lane_full`), on its kind's own queue (settled.activities.lanes)."""
+        there; refused (nothing sent: `lane_full`), on its kind's own queue (settled.activities.lanes).
+        A send queued there may be taken back (`withdrawn`)."""
         timeout = timedelta(seconds=self._record.kind.timeout_s + 5)
         queue = None
         try:
@@ -216,9 +231,11 @@ class ActionWorkflow:
                 finally:
                     self._calling_in_task = False
             while True:
+                # A send waiting in its kind's queue may be taken back (`_until_taken_back`).
+                queued = queue is not None and withdrawn is not None and self._record.may_withdraw
                 try:
                     # A killed worker is noticed by its heartbeat in seconds, not at the timeout.
-                    return await workflow.execute_activity_method(
+                    handle = workflow.start_activity_method(
                         activity,
                         self._call(),
                         start_to_close_timeout=timeout,
@@ -226,13 +243,35 @@ class ActionWorkflow:
                         summary=summary,
                         heartbeat_timeout=HEARTBEAT_TIMEOUT,
                         task_queue=queue,
+                        cancellation_type=WAIT_CANCELLATION_COMPLETED if queued else TRY_CANCEL,
                     )
+                    if queued and withdrawn is not None:
+                        return await self._until_taken_back(handle, withdrawn)
+                    return await handle
                 except ActivityError as error:
                     if queue is not None or not lane_full(error):
                         raise
                     queue = self._kind_queue(activity.__name__)
         except ActivityError as error:
             return lost(str(error.cause))
+
+    async def _until_taken_back(self, handle: ActivityHandle[T], withdrawn: Callable[[], T]) -> T:
+        """A send waiting in its kind's queue, until answered or taken back. A cancel or an amend takes
+        it back (`_withdraw`): Temporal cancels an activity no worker has taken at once, and refuses
+        once one has (the worker then finishes the send and its answer comes as usual), so the record
+        learns which without a task of its own."""
+        try:
+            await workflow.wait_condition(lambda: handle.done() or self._withdraw)
+            if not handle.done():
+                handle.cancel()
+            try:
+                return await handle
+            except ActivityError as error:
+                if isinstance(error.cause, CancelledError):
+                    return withdrawn()
+                raise
+        finally:
+            self._withdraw = False
 
     def _kind_queue(self, activity: str) -> str:
         """Where a call refused on the shared worker goes: its kind's own queue. A refused send of a run
@@ -253,7 +292,10 @@ class ActionWorkflow:
             f"send {record.kind.name} (attempt {record.attempts + 1})",
             # It may have been sent: verify, never re-send blindly.
             lambda why: DispatchOutcome(result="unknown", detail=f"the worker lost the request ({why})"),
+            lambda: DispatchOutcome(result="withdrawn", detail="taken back from its kind's queue: not sent"),
         )
+        if record.may_withdraw and outcome.result != "withdrawn":  # its worker took it, then answered
+            record.apply_sending(outcome.taken_at or workflow.now())
         record.on_dispatch(outcome, workflow.now())
 
     async def _lookup(self) -> None:
@@ -334,6 +376,10 @@ class ActionWorkflow:
                 memo: dict[str, object] = {STATUS_MEMO: record.status()}
                 if not self._signals_conversation:
                     memo[VERSION_MEMO] = record.version
+                taken = record.once_taken()
+                if taken is not None or self._taken_in_memo:
+                    memo[TAKEN_MEMO] = taken  # None removes it
+                    self._taken_in_memo = taken is not None
                 workflow.upsert_memo(memo)
                 self._mirror_state()
             if self._closing:
@@ -401,7 +447,20 @@ class ActionWorkflow:
 
     @workflow.update
     async def amend(self, request: Amend) -> ActionStatus:
-        self._record.apply_amend(request.params, workflow.now())
+        record = self._record
+        if record.may_withdraw:
+            # Its worker may have taken the send already: take it back first, and amend only if it
+            # was not taken.
+            self._amending = self._withdraw = True
+            try:
+                await workflow.wait_condition(lambda: not record.queued)
+            finally:
+                self._amending = False
+            try:
+                record.check_amend(request.params, workflow.now(), taken_back=True)
+            except ControlRefused as error:
+                raise _refuse(error) from None
+        record.apply_amend(request.params, workflow.now())
         return await self._answer_after(self._not_in_progress, 0)
 
     @amend.validator
@@ -415,6 +474,8 @@ class ActionWorkflow:
     async def cancel(self, request: Cancel) -> ActionStatus:
         record = self._record
         record.apply_cancel(request.by, request.reason, workflow.now())
+        if record.may_withdraw:
+            self._withdraw = True  # cancelled once taken back; answered as usual if it was taken
 
         def resolved() -> bool:
             return record.state in (State.CANCELLED, State.FAILED) or (

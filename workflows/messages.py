@@ -16,6 +16,9 @@ STATUS_MEMO = "settled_status"
 # The memo key under which an action keeps the number of its latest change (`ActionRecord.version`,
 # carried over continue-as-new): where a stream that follows the action's history stands.
 VERSION_MEMO = "settled_version"
+# The memo key under which an action whose send waits in its kind's queue keeps what it becomes once
+# the kind's worker takes the send (`TakenSend`); removed once the send is answered or taken back.
+TAKEN_MEMO = "settled_once_taken"
 # The workflow code a run was started by. Runs started at revision 2 (PATCHED_REVISION) or later take
 # every path their patches (`workflow.patched`) guard without asking: a new run would be told
 # "patched" anyway, and asking records a marker and a TemporalChangeVersion search-attribute write per
@@ -32,11 +35,17 @@ VERSION_MEMO = "settled_version"
 # once every dispatch whose answer was lost is past its commit horizon; a send refused because its
 # kind has no more room waits as `requested` (queued) until its kind's worker takes it and records
 # that it is sending (the `sending` update).
-CURRENT_REVISION = 5
+# Actions of revision 6 (QUEUE_REVISION) take a queued send's turn without that update: Temporal's own
+# record that the kind's worker took the send (the activity started) marks it sending, and reads show
+# it so from then (`TAKEN_MEMO`); a cancel or an amend while it waits takes the send back, which
+# Temporal refuses once a worker has taken it. The overflow path costs one workflow task more than the
+# direct one, not two.
+CURRENT_REVISION = 6
 PATCHED_REVISION = 2
 QUIET_REVISION = 3
 LAZY_REVISION = 4
 SERVICES_REVISION = 5
+QUEUE_REVISION = 6
 Revision = Field(default=1, ge=1)
 
 

@@ -16,7 +16,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from settled.domain.kinds import KindSpec
-from settled.domain.models import REDACTED_MARK, ActionStatus, Channel, HistoryEntry, LogEntry, Presented
+from settled.domain.models import (
+    REDACTED_MARK,
+    ActionStatus,
+    Channel,
+    HistoryEntry,
+    LogEntry,
+    Presented,
+    TakenSend,
+)
 from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.domain.say import say_for
 from settled.domain.states import SETTLED, State, claim_for
@@ -117,6 +125,11 @@ class ActionRecord(BaseModel):
     # A send waits its turn in its kind's queue (its service has `max_in_flight` requests open): nothing
     # was sent; the kind's worker records that it is sending before it sends (`apply_sending`).
     queued: bool = False
+    # Set by the workflow for runs started since QUEUE_REVISION: a queued send is marked sending by
+    # Temporal's own record that the kind's worker took it (the activity started), not by an update;
+    # a cancel or an amend while it waits takes it back (`withdrawn`), which Temporal refuses once a
+    # worker has taken it. Off for runs recorded before, so their replay is unchanged.
+    start_marks_sending: bool = False
     # The service accepted the request and has not finished it: `running`, looked up until final.
     accepted: bool = False
     # When the last dispatch whose answer was lost was sent: a compensation waits out its horizon.
@@ -438,6 +451,21 @@ class ActionRecord(BaseModel):
         self.queued = True
         self._note(now, "queued", "its service has as many requests of this kind open as it may: queued")
 
+    def once_taken(self) -> TakenSend | None:
+        """While a send waits in its kind's queue (`start_marks_sending`): what the action is once the
+        kind's worker takes it, for reads to show from then until its answer is recorded."""
+        if not (self.queued and self.start_marks_sending):
+            return None
+        taken = self.model_copy(deep=True)
+        taken.apply_sending(self.updated_at)
+        status = taken.status()
+        return TakenSend(state=status.state, claim=status.claim, say=status.say, note=taken.history[-1].note)
+
+    @property
+    def may_withdraw(self) -> bool:
+        """Whether a queued send may still be taken back: it waits, and Temporal marks it taken."""
+        return self.queued and self.start_marks_sending
+
     def check_sending(self) -> None:
         if not self.queued:
             raise ControlRefused("noop", "no send is queued")
@@ -488,6 +516,10 @@ class ActionRecord(BaseModel):
                     self._retry_ended(
                         State.REQUESTED, now, f"{outcome.detail}; retrying in {delay.total_seconds():g}s"
                     )
+            case "withdrawn" if self.cancel_requested and self.state is State.REQUESTED:
+                self._move(State.CANCELLED, now, "cancelled while it waited its turn: nothing was sent")
+            case "withdrawn":
+                self._note(now, "withdrawn", outcome.detail)
             case "unknown":
                 self.possibly_applied = True
                 self.lost_send_at = now
@@ -695,10 +727,13 @@ class ActionRecord(BaseModel):
         self.reauthorization_needed = False
         self._note(now, "authorized", f"authorized by {by}" if by else "authorized")
 
-    def check_amend(self, params: dict[str, Any], now: datetime) -> None:
+    def check_amend(self, params: dict[str, Any], now: datetime, taken_back: bool = False) -> None:
+        """`taken_back`: its queued send was taken back just now, for this amend: no send can have
+        begun since, recorded or not."""
         if self.settled:
             raise ControlRefused("not_amendable", f"the action is already {self.state.value}")
-        if self.dispatched or self.state is not State.REQUESTED or self._send_may_be_unrecorded(now):
+        unrecorded = not taken_back and self._send_may_be_unrecorded(now)
+        if self.dispatched or self.state is not State.REQUESTED or unrecorded:
             raise ControlRefused(
                 "already_dispatched", "a request may already have reached the business system"
             )
@@ -744,6 +779,8 @@ class ActionRecord(BaseModel):
             self.lookup_requested = True
             self.first_dispatch_at = self.first_dispatch_at or now
             self._move(State.UNKNOWN, now, "cancel requested while the request may be on its way; checking")
+        elif self.state is State.REQUESTED and self.may_withdraw:
+            pass  # its worker may have taken it: cancelled once it is taken back (`withdrawn`)
         elif self.state is State.REQUESTED:
             self._move(State.CANCELLED, now, "cancelled before anything was applied")
         elif self.state is State.UNKNOWN or (self.state is State.RUNNING and self.accepted):

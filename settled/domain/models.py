@@ -70,6 +70,31 @@ class ActionStatus(BaseModel):
     compensating: bool = False
 
 
+class TakenSend(BaseModel):
+    """What an action whose send waits in its kind's queue becomes once the kind's worker takes the
+    send: Temporal records that durably before anything leaves, and reads show this from then until
+    the send's answer is recorded."""
+
+    state: State
+    claim: Claim
+    say: str
+    note: str
+
+    def applied(self, status: ActionStatus, at: datetime) -> ActionStatus:
+        """`status` once the send was taken at `at`: it may be reaching the service now."""
+        entry = HistoryEntry(state=self.state, at=at, note=self.note)
+        return status.model_copy(
+            update={
+                "state": self.state,
+                "dispatched": True,
+                "claim": self.claim,
+                "say": self.say,
+                "history": [*status.history, entry],
+                "updated_at": max(at, status.updated_at),
+            }
+        )
+
+
 def is_redacted(status: ActionStatus) -> bool:
     """Whether retention has redacted the action's params."""
     return REDACTED_MARK in status.params.values()

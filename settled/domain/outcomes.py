@@ -4,21 +4,25 @@ How an HTTP answer or a handler's report becomes one of these is settled.busines
 machine (settled.domain.machine) decides what each verdict does to the action.
 """
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel
 
 
 class DispatchOutcome(BaseModel):
-    # `pending`: the service accepted it and has not finished it (accepted is not done).
-    result: Literal["confirmed", "pending", "rejected", "not_sent", "unknown"]
+    # `pending`: the service accepted it and has not finished it (accepted is not done). `withdrawn`:
+    # a send waiting in its kind's queue was taken back (a cancel, an amend) before a worker took it.
+    result: Literal["confirmed", "pending", "rejected", "not_sent", "unknown", "withdrawn"]
     status_code: int | None = None
     business_ref: str | None = None
     detail: str
+    # When the worker took a send that waited in its kind's queue: when it began to be sent.
+    taken_at: datetime | None = None
 
     @property
     def may_have_reached(self) -> bool:
-        return self.result != "not_sent"
+        return self.result not in ("not_sent", "withdrawn")
 
 
 class LookupOutcome(BaseModel):

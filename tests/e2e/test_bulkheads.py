@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from settled.activities.lanes import queue_slots, shared_budget
+from settled.bench.engine import Cost, history_cost
 from settled.gateway.gateway import Gateway
 from temporalio.client import Client
 
@@ -32,7 +33,7 @@ from settled.domain.kinds import (
 )
 from settled.runtime.config import Settings
 from settled.runtime.stack import Stack
-from settled.temporal.identity import kind_task_queue
+from settled.temporal.identity import action_workflow_id, kind_task_queue
 from tests.e2e.conftest import TAKEOVER_S, StackOptions
 from tests.helpers import (
     BOOKING,
@@ -185,6 +186,70 @@ def test_actions_beyond_the_cap_wait_queued_and_one_cancelled_there_is_never_sen
     assert cancel.status_code == 200 and cancel.json()["state"] == "cancelled", cancel.text
     settle_all(module_api, truth, fault, [i for i in ids if i != victim])
     assert truth.writes(victim) == [] and status(module_api, victim)["state"] == "cancelled"
+
+
+def test_a_queued_send_reads_sent_once_taken_and_one_amended_while_it_waits_goes_as_amended(
+    module_stack: Stack, module_api: httpx.Client, truth: Sandbox
+) -> None:
+    """A send waiting in its kind's queue is marked sending by Temporal's own record that the kind's
+    worker took it: reads show it `running` from then, an amend is refused and a cancel is too late to
+    take it back, and the queued path costs one workflow task more than the direct one, with no update. An
+    amend while it waits takes it back and sends the amended params, once."""
+    spec = slow_spec()
+    fault = hold_every_refund(truth)
+    ids = request_slow(module_api, 30)
+    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+    taken = []
+    for key in {row["key"] for row in held(truth)}:
+        action = status(module_api, key)
+        assert (action["state"], action["dispatched"], action["claim"]) == ("running", True, "in_progress")
+        assert "queued" not in action["say"], action["say"]
+        taken += [key] if _was_queued(action) else []
+    # A cancel once the kind's worker took the send is too late to take it back: the write is
+    # answered first, as for any request in flight.
+    late = taken[0]
+    response = module_api.post(f"/v1/actions/{late}/amend", json={"params": {**REFUND, "amount": 9}})
+    assert response.status_code == 409 and response.json()["error"]["code"] == "already_dispatched"
+    response = module_api.post(f"/v1/actions/{late}/cancel", json={"by": "caller"})
+    assert response.status_code == 200, response.text
+    assert (response.json()["state"], response.json()["cancel_requested"]) == ("running", True)
+
+    def queued() -> list[dict[str, Any]] | None:
+        actions = [status(module_api, i) for i in ids]
+        return [a for a in actions if a["state"] == "requested"] or None
+
+    victim = wait_for(queued, 30, "actions beyond the cap to wait, queued")[0]["operation_id"]
+    amended = {**REFUND, "amount": 7}
+    response = module_api.post(f"/v1/actions/{victim}/amend", json={"params": amended})
+    assert response.status_code == 200, response.text
+    assert response.json()["params"] == amended and response.json()["state"] in ("requested", "running")
+    actions = settle_all(module_api, truth, fault, [op for op in ids if op != late])
+    assert [record["payload"]["amount"] for record in truth.records(victim)] == [7]
+    late_answer = wait_state(module_api, late, "confirmed", timeout_s=TAKEOVER_S)
+    # Sent once and answered; a slow refund cannot be reversed, and its sentence says so.
+    assert late_answer["cancel_requested"] and len(truth.writes(late)) == 1, late_answer
+    assert "came too late" in late_answer["say"], late_answer["say"]
+    assert status(module_api, victim)["params"] == amended
+
+    settled = {a["operation_id"]: a for a in actions}
+    costs = asyncio.run(_costs(module_stack, list(settled)))
+    assert all(cost.updates == 0 for op, cost in costs.items() if op != victim), costs  # but its amend
+    went_queued = [op for op, a in settled.items() if _was_queued(a) and op != victim]
+    direct = min(costs[op].workflow_tasks for op, a in settled.items() if not _was_queued(a))
+    assert went_queued and all(costs[op].workflow_tasks <= direct + 1 for op in went_queued), costs
+
+
+def _was_queued(action: dict[str, Any]) -> bool:
+    return any(entry["event"] == "queued" for entry in action["log"])
+
+
+async def _costs(stack: Stack, operation_ids: list[str]) -> dict[str, Cost]:
+    """What each action's history cost the engine (its workflow tasks and updates among it)."""
+    client = await Client.connect(stack.temporal_address)
+    costs = await asyncio.gather(
+        *(history_cost(client, action_workflow_id(None, op)) for op in operation_ids)
+    )
+    return dict(zip(operation_ids, costs, strict=True))
 
 
 def test_in_task_calls_of_a_slow_kind_fall_back_to_its_queue_within_the_cap(

@@ -251,3 +251,68 @@ def test_a_queued_resend_of_an_unknown_write_stays_unknown() -> None:
     action.begin_dispatch(at(3))  # re-sent with the same key...
     action.queue(at(3))  # ...but refused for lack of room: the first may still stand
     assert action.state is State.UNKNOWN and action.dispatched and action.attempts == 1
+
+
+# -- since QUEUE_REVISION: Temporal's record that the kind's worker took the send marks it sending -----
+
+WITHDRAWN = DispatchOutcome(result="withdrawn", detail="taken back from its kind's queue: not sent")
+
+
+def waiting_turn(kind: str = "refund") -> ActionRecord:
+    action = queued(kind)
+    action.start_marks_sending = True
+    return action
+
+
+def test_a_queued_send_reads_requested_until_taken_and_running_from_when_it_was_taken() -> None:
+    action = waiting_turn()
+    status = action.status()
+    taken = action.once_taken()
+    assert status.state is State.REQUESTED and taken is not None and action.may_withdraw
+    shown = taken.applied(status, at(5))
+    assert (shown.state, shown.dispatched, shown.attempts, shown.claim) == (
+        State.RUNNING, True, 0, "in_progress"
+    )  # fmt: skip
+    assert "queued" not in shown.say and shown.updated_at == at(5)
+    assert [(entry.state, entry.at) for entry in shown.history] == [
+        (State.REQUESTED, at(0)), (State.RUNNING, at(5))
+    ]  # fmt: skip
+    # Its answer is recorded with the moment it was taken, as the reads showed it.
+    action.apply_sending(at(5))
+    action.on_dispatch(CONFIRMED, at(6))
+    assert action.once_taken() is None and not action.may_withdraw
+    assert [(entry.state, entry.at) for entry in action.status().history] == [
+        (State.REQUESTED, at(0)), (State.RUNNING, at(5)), (State.CONFIRMED, at(6))
+    ]  # fmt: skip
+
+
+def test_a_queued_send_cancelled_is_cancelled_once_taken_back_never_sent() -> None:
+    action = waiting_turn()
+    action.check_cancel()
+    action.apply_cancel("caller", None, at(1))
+    # Its worker may have taken it meanwhile: not cancelled until it is taken back.
+    assert action.state is State.REQUESTED and action.cancel_requested and action.may_withdraw
+    with pytest.raises(ControlRefused, match="already under way"):
+        action.check_cancel()
+    action.on_dispatch(WITHDRAWN, at(2))
+    assert action.state is State.CANCELLED and not action.dispatched and action.attempts == 0
+
+
+def test_a_cancel_too_late_to_take_the_send_back_resolves_the_write_first() -> None:
+    action = waiting_turn()
+    action.apply_cancel("caller", None, at(1))
+    action.apply_sending(at(1))  # its worker had taken it: Temporal refused to take it back
+    action.on_dispatch(CONFIRMED, at(2))
+    assert action.state is State.CONFIRMED and action.attempts == 1 and action.cancel_requested
+    assert action.compensation_pending == action.kind.compensable
+
+
+def test_a_queued_send_amended_is_taken_back_first_and_then_amended() -> None:
+    action = waiting_turn("room_booking")
+    amended = {"room": "Bob", "day": "Fri"}
+    action.check_amend(amended, at(1))  # accepted while it waits; applied once taken back
+    action.on_dispatch(WITHDRAWN, at(2))
+    assert action.state is State.REQUESTED and not action.queued and not action.dispatched
+    action.check_amend(amended, at(2), taken_back=True)
+    action.apply_amend(amended, at(2))
+    assert action.params == amended and action.waiting_for_authorization
