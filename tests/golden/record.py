@@ -17,7 +17,17 @@ from temporalio.client import Client
 from settled.runtime.stack import Stack
 from settled.temporal.identity import action_workflow_id, conversation_workflow_id
 from tests.e2e.inprocess import closed_idle_conversation
-from tests.helpers import BOOKING, PAYOUT, REFUND, SERVICE_KINDS, TEST_KINDS, Sandbox, create, wait_state
+from tests.helpers import (
+    BOOKING,
+    PAYOUT,
+    REFUND,
+    SERVICE_KINDS,
+    TEST_KINDS,
+    Sandbox,
+    create,
+    wait_for,
+    wait_state,
+)
 
 HERE = Path(__file__).parent
 # Each recording generation keeps its own files: histories recorded by older code stay, so their
@@ -31,8 +41,10 @@ HERE = Path(__file__).parent
 # `golden6-lazy-conversation`: one that nothing woke, whose first task ran when its delay ran out;
 # `golden7-` since the rules for real services (SERVICES_REVISION), with `golden7-reversal-lookup` (a
 # reversal whose answer was lost, looked up instead of re-sent) and `golden7-accepted` (a payout the
-# service accepted and finished later).
-GENERATION = "golden7"
+# service accepted and finished later); `golden8-` since a queued send is marked sending by its
+# worker taking it (QUEUE_REVISION), with `golden8-queued-cancelled` and `golden8-queued-amended`
+# (queued sends taken back by a cancel and by an amend).
+GENERATION = "golden8"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
 # Its idle period, short enough to record (the real one is 30 days).
@@ -225,18 +237,43 @@ def record_bulkheads() -> None:
 
 
 def record_queued() -> None:
-    """`python -m tests.golden.record queued`: a send of revision 5 refused on the shared worker waits
-    `requested` (queued) in its kind's queue until the kind's worker records that it is sending (the
-    `sending` update), then is sent (`golden7-queued`)."""
+    """`python -m tests.golden.record queued`: a send refused on the shared worker waits `requested`
+    (queued) in its kind's queue until the kind's worker takes it, then is sent (`golden8-queued`);
+    with the kind's worker busy with two held sends, one waiting is taken back by a cancel
+    (`golden8-queued-cancelled`, never sent) and one by an amend (`golden8-queued-amended`, sent as
+    amended)."""
     with (
         tempfile.TemporaryDirectory() as folder,
         Stack.on_free_ports(Path(folder), BULKHEAD_KINDS, ui=False).running() as stack,
         httpx.Client(base_url=stack.api_url, timeout=30) as api,
+        httpx.Client(base_url=stack.sandbox_url) as sb,
     ):
+        sandbox = Sandbox(sb)
         op = f"{GENERATION}-queued"
         create(api, "one_at_a_time", BOOKING, operation_id=op, conversation_id="queued")
         wait_state(api, op, "confirmed")
-        asyncio.run(export(stack, [action_workflow_id(None, op)]))
+        holders = [f"{GENERATION}-holder-{n}" for n in range(2)]
+        faults = [sandbox.fault("bookings", "create", "hold", key, apply=True) for key in holders]
+        for key in holders:
+            create(api, "one_at_a_time", BOOKING, operation_id=key, conversation_id="queued")
+            sandbox.wait_held(key)
+        cancelled, amended = f"{GENERATION}-queued-cancelled", f"{GENERATION}-queued-amended"
+        for key in (cancelled, amended):
+            create(api, "one_at_a_time", BOOKING, operation_id=key, conversation_id="queued")
+            wait_for(lambda key=key: _queued(api, key), 20, f"{key} to wait in its kind's queue")
+        api.post(f"/v1/actions/{cancelled}/cancel", json={"by": "caller"}, params={"wait": 10})
+        wait_state(api, cancelled, "cancelled")
+        api.post(f"/v1/actions/{amended}/amend", json={"params": {**BOOKING, "day": "Friday"}})
+        for fault in faults:
+            sandbox.release(fault)
+        for key in (*holders, amended):
+            wait_state(api, key, "confirmed")
+        asyncio.run(export(stack, [action_workflow_id(None, key) for key in (op, cancelled, amended)]))
+
+
+def _queued(api: httpx.Client, operation_id: str) -> bool:
+    log = api.get(f"/v1/actions/{operation_id}").json()["log"]
+    return any(entry["event"] == "queued" for entry in log)
 
 
 if __name__ == "__main__":

@@ -195,3 +195,31 @@ def test_a_queued_send_was_recorded_taking_its_turn_before_it_left() -> None:
     assert kinds.count("ACTIVITY_TASK_FAILED") == 1 and completed and accepted < completed[-1]
     update = events[accepted]["workflowExecutionUpdateAcceptedEventAttributes"]
     assert update["acceptedRequest"]["input"]["name"] == "sending"
+
+
+def _event_kinds(name: str) -> list[str]:
+    events = json.loads((GOLDEN / f"{name}.json").read_text())["events"]
+    return [event["eventType"].removeprefix("EVENT_TYPE_") for event in events]
+
+
+def test_a_queued_send_was_recorded_sending_when_its_worker_took_it_without_an_update() -> None:
+    """golden8-queued (QUEUE_REVISION): the same refused send as golden7-queued, marked sending by
+    Temporal's record that the kind's worker took it: no update, and one workflow task fewer."""
+    before, after = _event_kinds("golden7-queued"), _event_kinds("golden8-queued")
+    updates, tasks = "WORKFLOW_EXECUTION_UPDATE_ACCEPTED", "WORKFLOW_TASK_COMPLETED"
+    assert (before.count(updates), before.count(tasks)) == (1, 4)
+    assert (after.count(updates), after.count(tasks)) == (0, 3)
+    assert after.count("ACTIVITY_TASK_FAILED") == 1 and after.count("ACTIVITY_TASK_COMPLETED") == 1
+
+
+def test_queued_sends_taken_back_were_recorded_cancelled_before_any_worker_took_them() -> None:
+    """golden8-queued-cancelled and -amended: a cancel and an amend took the queued send back. Temporal
+    cancelled it before any worker took it (no start between its scheduling and its cancellation);
+    the amended one was then sent with its new params."""
+    for name in ("golden8-queued-cancelled", "golden8-queued-amended"):
+        kinds = _event_kinds(name)
+        cancelled = kinds.index("ACTIVITY_TASK_CANCELED")
+        scheduled = max(i for i in range(cancelled) if kinds[i] == "ACTIVITY_TASK_SCHEDULED")
+        assert "ACTIVITY_TASK_STARTED" not in kinds[scheduled:cancelled], name
+    assert "ACTIVITY_TASK_COMPLETED" not in _event_kinds("golden8-queued-cancelled")
+    assert _activities("golden8-queued-amended").count("dispatch") == 4  # refused, taken back, refused, sent
