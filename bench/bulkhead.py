@@ -7,9 +7,10 @@ import asyncio
 import time
 from typing import Any
 
-from settled.bench import measures
+from settled.bench import engine, measures
 from settled.bench.measures import Run
 from settled.bench.stats import summarize
+from temporalio.client import Client
 
 from settled.domain.kinds import PLAIN_REFUND_PARAMS, KindSpec, Variant
 from settled.domain.states import State
@@ -47,10 +48,13 @@ async def _open_at_service(run: Run) -> int:
     return sum(1 for row in rows if row["service"] == "refunds" and row["state"] == "in_flight")
 
 
-async def bulkhead(run: Run, spec: KindSpec, degraded: int, answer_s: float, samples: int) -> dict[str, Any]:
+async def bulkhead(
+    run: Run, client: Client, spec: KindSpec, degraded: int, answer_s: float, samples: int
+) -> dict[str, Any]:
     """`samples` healthy actions (POST ?wait=10, confirmed) alone; then `degraded` actions of the
     degraded kind requested (wait=0) and their requests held open at the service; then `samples` healthy
-    ones again while they are held."""
+    ones again while they are held. Last, what each degraded action cost the engine (most of them
+    waited in the kind's queue: the overflow path)."""
     from settled.activities.lanes import queue_slots
 
     alone, alone_confirmed = await _healthy(run, samples)
@@ -108,4 +112,5 @@ async def bulkhead(run: Run, spec: KindSpec, degraded: int, answer_s: float, sam
         "degraded_final_states": final,
         "degraded_records": len(keys),
         "degraded_duplicates": len(keys) - len(set(keys)),
+        "degraded_engine_cost": await engine.actions_cost(client, ids),
     }

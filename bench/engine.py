@@ -72,6 +72,14 @@ async def settled_cost(client: Client, operation_ids: list[str], conversation_of
     return {"actions": n, "action": action.per(n), "conversation": conversation.per(n), "total": total.per(n)}
 
 
+async def actions_cost(client: Client, operation_ids: list[str]) -> dict[str, object]:
+    """Per action: its own workflow's cost alone (for actions whose conversations are not the point)."""
+    total = Cost()
+    for op in operation_ids:
+        total.add(await history_cost(client, action_workflow_id(None, op)))
+    return {"actions": len(operation_ids), "total": total.per(len(operation_ids))}
+
+
 async def floor_cost(client: Client, workflow_ids: list[str]) -> dict[str, object]:
     total = Cost()
     for workflow_id in workflow_ids:

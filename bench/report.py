@@ -179,9 +179,20 @@ def engine_rows(results: dict[str, Any]) -> list[list[str]]:
             (f"settled, {label}: in all", settled["total"], settled["actions"]),
             (f"Temporal's floor, {label}", floor["total"], floor["actions"]),
         ):
-            counts = [f"{cost[key]:g}" for key in ("executions", "workflow_tasks", "events", "updates")]
-            rows.append([name, *counts, str(n)])
+            rows.append(_engine_row(name, cost, n))
+    degraded = results.get("bulkhead", {}).get("degraded_engine_cost")
+    if degraded:
+        name = "settled, a held kind's actions (most queued behind its cap): the action"
+        rows.append(_engine_row(name, degraded["total"], degraded["actions"]))
     return rows
+
+
+def _engine_row(name: str, cost: dict[str, float], n: int) -> list[str]:
+    return [
+        name,
+        *(f"{cost[key]:g}" for key in ("executions", "workflow_tasks", "events", "updates")),
+        str(n),
+    ]
 
 
 ENGINE_HEADER = ["per confirmed action", "executions", "workflow tasks", "history events", "updates", "n"]

@@ -15,6 +15,7 @@ from settled.bench.bulkhead import DEGRADED, DEGRADED_KIND, bulkhead
 from settled.bench.floor import Floor, floor_worker
 from settled.bench.measures import Run, Sizes
 from settled.bench.stats import summarize
+from temporalio.client import Client
 
 from settled.client import SettledClient
 from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant, load_kinds
@@ -143,7 +144,7 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
         await measures.bare_call(run, 5)
         await measures.durable_action(run, 5)
         if only == "bulkhead":
-            results["bulkhead"] = await step("bulkhead", lambda: _bulkhead(run, stack, sizes))
+            results["bulkhead"] = await step("bulkhead", lambda: _bulkhead(run, floor.client, stack, sizes))
             return results
         await measures.durable_action(run, 5, kind=NOT_DEDUPLICATED)
         await measures.floor_actions(floor, 5, deduplicated=True)
@@ -255,7 +256,7 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
         keys = [row["key"] for row in await run.records()]
         results["sandbox_records"] = {"total": len(keys), "duplicates": len(keys) - len(set(keys))}
         # Last: its degraded service is the refund service the other steps use.
-        results["bulkhead"] = await step("bulkhead", lambda: _bulkhead(run, stack, sizes))
+        results["bulkhead"] = await step("bulkhead", lambda: _bulkhead(run, floor.client, stack, sizes))
         return results
 
 
@@ -291,10 +292,11 @@ async def _caller_burst(run: Run, floor: Floor, n: int, callers: int) -> dict[st
     }
 
 
-async def _bulkhead(run: Run, stack: Stack, sizes: Sizes) -> dict[str, Any]:
+async def _bulkhead(run: Run, client: Client, stack: Stack, sizes: Sizes) -> dict[str, Any]:
     spec = load_kinds(stack.config).get(DEGRADED)
     assert spec is not None
-    return await bulkhead(run, spec, sizes.bulkhead_degraded, sizes.bulkhead_answer_s, sizes.bulkhead_samples)
+    degraded, answer_s, samples = sizes.bulkhead_degraded, sizes.bulkhead_answer_s, sizes.bulkhead_samples
+    return await bulkhead(run, client, spec, degraded, answer_s, samples)
 
 
 async def _idle_stream_cost(run: Run, stack: Stack, in_flight: list[str], sizes: Sizes) -> dict[str, Any]:

@@ -79,6 +79,9 @@ def test_the_bulkhead_step_runs_alone(tmp_path: Path) -> None:
     assert bulkhead["p95_ratio"] is not None
     assert bulkhead["degraded_final_states"] == {"confirmed": sizes["bulkhead_degraded"]}
     assert bulkhead["degraded_records"] == sizes["bulkhead_degraded"] and bulkhead["degraded_duplicates"] == 0
+    # What the held kind's actions cost the engine: none ran an update, queued or not.
+    cost = bulkhead["degraded_engine_cost"]
+    assert cost["actions"] == sizes["bulkhead_degraded"] and cost["total"]["updates"] == 0, cost
     assert "beside / alone" in (out / "results.md").read_text()
 
 
