@@ -92,8 +92,9 @@ def _count(name: str, description: str, call: BusinessCall, result: str) -> None
 
 
 async def _take_turn() -> BusinessCall | str:
-    """A queued send's turn: the workflow records that it is sending now and answers with what to send,
-    or refuses (cancelled, or its authorization withdrawn, while it waited): why, as text."""
+    """A queued send's turn, for runs before QUEUE_REVISION: the workflow records that it is sending
+    now and answers with what to send, or refuses (cancelled, or its authorization withdrawn, while it
+    waited): why, as text."""
     info = activity.info()
     handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
     try:

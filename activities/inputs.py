@@ -28,7 +28,7 @@ class BusinessCall(BaseModel):
 DISPATCH = "dispatch"
 LOOKUP = "lookup"
 COMPENSATE = "compensate"
-# The update by which a queued send's worker records that it is sending now.
+# The update by which a queued send's worker records that it is sending now (runs before QUEUE_REVISION).
 SENDING = "sending"
 # A business call refused by the shared worker (`settled.activities.lanes.SharedLane`): nothing was sent.
 LANE_FULL = "KindLaneFull"

@@ -123,7 +123,8 @@ class ActionRecord(BaseModel):
     # too, a send queued behind its kind's cap); off for runs recorded before, so their replay is unchanged.
     services_rules: bool = False
     # A send waits its turn in its kind's queue (its service has `max_in_flight` requests open): nothing
-    # was sent; the kind's worker records that it is sending before it sends (`apply_sending`).
+    # was sent; it is marked sending (`apply_sending`) before it leaves, or, since QUEUE_REVISION, as
+    # of when the kind's worker took it (`start_marks_sending`).
     queued: bool = False
     # Set by the workflow for runs started since QUEUE_REVISION: a queued send is marked sending by
     # Temporal's own record that the kind's worker took it (the activity started), not by an update;
