@@ -56,15 +56,16 @@ async def history_cost(client: Client, workflow_id: str) -> Cost:
     )
 
 
-async def settled_cost(client: Client, operation_ids: list[str], conversation_of: str) -> dict[str, object]:
-    """Per confirmed action: its own workflow's cost, its conversation's (`conversation_of` formats the
-    conversation id from the operation id, as the bench names them) and the two together."""
+async def settled_cost(
+    client: Client, operation_ids: list[str], conversation_ids: list[str]
+) -> dict[str, object]:
+    """Per confirmed action: its own workflow's cost, its conversation's share (the conversations'
+    whole histories, events from a channel included, over the actions) and the two together."""
     action, conversation = Cost(), Cost()
     for op in operation_ids:
         action.add(await history_cost(client, action_workflow_id(None, op)))
-        conversation.add(
-            await history_cost(client, conversation_workflow_id(None, conversation_of.format(op=op)))
-        )
+    for conversation_id in dict.fromkeys(conversation_ids):
+        conversation.add(await history_cost(client, conversation_workflow_id(None, conversation_id)))
     total = Cost()
     total.add(action)
     total.add(conversation)

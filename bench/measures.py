@@ -21,8 +21,13 @@ BOOKING = {"room": "Ada", "day": "Thursday"}
 REFUND = {"order_id": "o-bench", "amount": 1, "currency": "EUR"}
 PARAMS = {"room_booking": BOOKING, "room_booking_on_event": BOOKING, "refund_nodedup": REFUND}
 WAIT_S = 10
-# Each bench action has a conversation of its own: a new conversation's action, the costlier case.
+# Each bench action has a conversation of its own, the case that starts a second execution beside it.
 CONVERSATION_OF = "conv-{op}"
+
+
+def conversations_of(operation_ids: list[str]) -> list[str]:
+    """The new conversation each of these actions was created in (`Run.create` without one)."""
+    return [CONVERSATION_OF.format(op=op) for op in operation_ids]
 
 
 @dataclass(frozen=True)
@@ -90,13 +95,20 @@ class Run:
         return f"bench-{self.tag}-{what}-{self.counter}"
 
     async def create(
-        self, operation_id: str, *, kind: str = "room_booking", authorized: bool = True, wait: float = WAIT_S
+        self,
+        operation_id: str,
+        *,
+        kind: str = "room_booking",
+        authorized: bool = True,
+        wait: float = WAIT_S,
+        conversation_id: str | None = None,
     ) -> ActionStatus | None:
         """The action's status, or None when it was not answered within the wait, or its connection
-        was dropped under a burst (a backlog: counted as unanswered, not fatal)."""
+        was dropped under a burst (a backlog: counted as unanswered, not fatal). Each action is in a
+        new conversation of its own unless `conversation_id` names one."""
         try:
             return await self.api.create_action(
-                CONVERSATION_OF.format(op=operation_id),
+                conversation_id or CONVERSATION_OF.format(op=operation_id),
                 kind,
                 PARAMS[kind],
                 operation_id=operation_id,

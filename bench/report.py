@@ -173,18 +173,25 @@ def engine_rows(results: dict[str, Any]) -> list[list[str]]:
         if not section:
             continue
         settled, floor = section["settled"], section["floor"]
-        for name, cost, n in (
-            (f"settled, {label}: the action", settled["action"], settled["actions"]),
-            (f"settled, {label}: its conversation", settled["conversation"], settled["actions"]),
-            (f"settled, {label}: in all", settled["total"], settled["actions"]),
-            (f"Temporal's floor, {label}", floor["total"], floor["actions"]),
-        ):
-            rows.append(_engine_row(name, cost, n))
+        rows += _settled_rows(f"settled, {label}", settled)
+        in_call = section.get("settled_in_opened_conversation")
+        if in_call:
+            rows += _settled_rows("settled, one at a time in a conversation its channel opened", in_call)
+        rows.append(_engine_row(f"Temporal's floor, {label}", floor["total"], floor["actions"]))
     degraded = results.get("bulkhead", {}).get("degraded_engine_cost")
     if degraded:
         name = "settled, a held kind's actions (most queued behind its cap): the action"
         rows.append(_engine_row(name, degraded["total"], degraded["actions"]))
     return rows
+
+
+def _settled_rows(label: str, settled: dict[str, Any]) -> list[list[str]]:
+    n = settled["actions"]
+    return [
+        _engine_row(f"{label}: the action", settled["action"], n),
+        _engine_row(f"{label}: its conversation (its share)", settled["conversation"], n),
+        _engine_row(f"{label}: in all", settled["total"], n),
+    ]
 
 
 def _engine_row(name: str, cost: dict[str, float], n: int) -> list[str]:

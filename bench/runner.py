@@ -261,17 +261,28 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
 
 
 async def _engine_cost(run: Run, floor: Floor, n: int) -> dict[str, Any]:
-    """`n` confirmed bookings one at a time through settled, and `n` of the floor's, counted in their
-    histories (bench.engine)."""
-    ops = [run.new_id("engine") for _ in range(n)]
-    for op in ops:
-        status = await run.create(op)
+    """`n` confirmed bookings one at a time through settled, each in a new conversation; `n` more in one
+    conversation that its channel opened first, as every adapter and platform edge does; and `n` of
+    the floor's. All counted in their histories (bench.engine)."""
+
+    async def confirmed(op: str, conversation_id: str | None = None) -> None:
+        status = await run.create(op, conversation_id=conversation_id)
         if status is None or status.state is not State.CONFIRMED:
             raise measures.BenchError(f"{op}: not confirmed ({status.state if status else 'unanswered'})")
+
+    ops = [run.new_id("engine") for _ in range(n)]
+    for op in ops:
+        await confirmed(op)
+    call = run.new_id("engine-call")
+    await run.api.conversation_event(call, "channel_opened", "voice")
+    in_call = [run.new_id("engine-in-call") for _ in range(n)]
+    for op in in_call:
+        await confirmed(op, call)
     first = len(floor.ids)
     await measures.floor_actions(floor, n, deduplicated=True)
     return {
-        "settled": await engine.settled_cost(floor.client, ops, measures.CONVERSATION_OF),
+        "settled": await engine.settled_cost(floor.client, ops, measures.conversations_of(ops)),
+        "settled_in_opened_conversation": await engine.settled_cost(floor.client, in_call, [call]),
         "floor": await engine.floor_cost(floor.client, floor.ids[first:]),
     }
 
@@ -286,7 +297,7 @@ async def _caller_burst(run: Run, floor: Floor, n: int, callers: int) -> dict[st
         "settled": settled,
         "floor": floor_burst,
         "engine_cost": {
-            "settled": await engine.settled_cost(floor.client, ops, measures.CONVERSATION_OF),
+            "settled": await engine.settled_cost(floor.client, ops, measures.conversations_of(ops)),
             "floor": await engine.floor_cost(floor.client, ids),
         },
     }
@@ -304,7 +315,7 @@ async def _idle_stream_cost(run: Run, stack: Stack, in_flight: list[str], sizes:
     nothing changes on their conversations; and the same with no stream open, in windows just before
     and just after, so that work left over from the steps before (a backlog draining) is not counted
     as the streams' cost: `streams_cost_percent` is the difference from the baselines' mean."""
-    conversations = [measures.CONVERSATION_OF.format(op=op) for op in in_flight]
+    conversations = measures.conversations_of(in_flight)
     pids = {name: child.popen.pid for name, child in stack.children.items()}
 
     async def window() -> dict[str, float]:

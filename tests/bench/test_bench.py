@@ -48,6 +48,11 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     for cost in (results["engine_cost"], burst["engine_cost"]):
         assert cost["settled"]["action"]["executions"] == cost["floor"]["total"]["executions"] == 1
         assert cost["settled"]["action"]["workflow_tasks"] >= 1 and cost["floor"]["total"]["events"] > 0
+    # In a conversation its channel opened, the actions share that conversation's one execution.
+    in_call = results["engine_cost"]["settled_in_opened_conversation"]
+    assert in_call["actions"] == sizes["engine_samples"] and in_call["action"]["executions"] == 1
+    assert in_call["conversation"]["executions"] == round(1 / sizes["engine_samples"], 2)
+    assert in_call["conversation"]["updates"] > 0  # the channel's opening, recorded by the conversation
     idle = results["idle_streams"]
     assert idle["streams"] == sizes["idle_streams"] and idle["core_percent"]["api"] >= 0
     assert set(idle["streams_cost_percent"]) == set(idle["baseline_core_percent"]) >= {"api", "temporal"}
