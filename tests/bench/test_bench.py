@@ -103,3 +103,19 @@ def test_the_record_probe_measures_each_shape_of_a_conversations_record() -> Non
     for rounds in document["results"].values():
         assert len(rounds) == 2
         assert all(r["per_second"] > 0 and r["server_cpu_ms"] > 0 for r in rounds)
+
+
+def test_the_timeline_splits_each_action_by_its_own_history() -> None:
+    """`python -m settled.bench.timeline N`: N actions of settled and of the floor, each latency split at
+    the start and the confirming task its history recorded, every part measured."""
+    run = subprocess.run(
+        [sys.executable, "-m", "settled.bench.timeline", "3"], capture_output=True, text=True, timeout=150
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(run.stdout)
+    assert document["actions"] == 3
+    for arm in ("settled", "floor"):
+        parts = document["results"][arm]
+        assert set(parts) == {"to_started", "started_to_completed", "completed_to_answer", "total"}
+        assert all(part["n"] == 3 for part in parts.values())
+        assert parts["started_to_completed"]["p50"] > 0 and parts["total"]["p50"] > 0
