@@ -14,6 +14,17 @@ from settled.bench.runner import STEPS, run_bench
 from settled.runtime.stack import SQLITE_PRAGMAS
 
 
+def probe_count(argv: list[str] | None, prog: str, description: str | None, default: int, help: str) -> int:
+    """The one argument of a probe (`python -m settled.bench.records N`, `…timeline N`): how many of
+    each to run, at least 1."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("n", nargs="?", type=int, default=default, help=help)
+    n: int = parser.parse_args(argv).n
+    if n < 1:
+        parser.error("n must be at least 1")
+    return n
+
+
 def _assignment(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:

@@ -9,7 +9,6 @@ callers on one fresh dev server; the server's CPU per operation is read from /pr
 reads it. No worker runs: none of these shapes needs one.
 """
 
-import argparse
 import asyncio
 import json
 import sys
@@ -20,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
+from settled.bench.cli import probe_count
 from settled.bench.runner import cpu_seconds
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
@@ -87,11 +87,9 @@ async def measure(client: Client, pid: int, n: int, rounds: int = 2) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m settled.bench.records", description=__doc__)
-    parser.add_argument("n", nargs="?", type=int, default=1500, help="operations of each shape per round")
-    n = parser.parse_args(argv).n
-    if n < 1:
-        parser.error("n must be at least 1")
+    n = probe_count(
+        argv, "python -m settled.bench.records", __doc__, 1500, "operations of each shape per round"
+    )
     with tempfile.TemporaryDirectory(prefix="settled-records-") as scratch:
         stack = Stack(Path(scratch), Ports.free(), sandbox=False, ui=False)
         server = stack.start_server()

@@ -15,7 +15,6 @@ The caller, the API and the server share the machine's clock, so the parts add u
 the medians and p95s are reported: percentiles of parts do not add up to percentiles of the whole.
 """
 
-import argparse
 import asyncio
 import json
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from settled.bench.cli import probe_count
 from settled.bench.floor import floor_worker
 from settled.bench.measures import BenchError, Run
 from settled.bench.runner import BENCH_KINDS
@@ -103,11 +103,9 @@ async def measure(stack: Stack, n: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m settled.bench.timeline", description=__doc__)
-    parser.add_argument("n", nargs="?", type=int, default=300, help="actions of each, after a warm-up")
-    n = parser.parse_args(argv).n
-    if n < 1:
-        parser.error("n must be at least 1")
+    n = probe_count(
+        argv, "python -m settled.bench.timeline", __doc__, 300, "actions of each, after a warm-up"
+    )
     with tempfile.TemporaryDirectory(prefix="settled-timeline-") as scratch:
         stack = Stack.on_free_ports(
             Path(scratch), BENCH_KINDS, ui=False, extra_env={"SETTLED_RATE_LIMIT": "off"}
