@@ -9,7 +9,6 @@ only says when an utterance began, what it says, and whether its playback reache
 
 import asyncio
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from settled.client import SettledAPIError, SettledClient, SettledError
+from settled.domain.canonical import canonical_params, earlier_params_text
 from settled.domain.models import ActionStatus, Channel, KindInfo
 from settled.domain.states import State
 
@@ -143,14 +143,21 @@ def _chosen(
     return [ActionKind.from_spec(offered[name]) for name in wanted]
 
 
-def canonical_params(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def derived_operation_id(conversation_id: str, kind: str, params: dict[str, Any], round_: int = 1) -> str:
     """One request of one conversation, one id: a model that calls the tool again with the same
-    details (after an interruption, a timeout, "try again") meets the same durable action."""
-    digest = hashlib.sha256(f"{conversation_id}\n{kind}\n{canonical_params(params)}".encode()).hexdigest()
+    details (after an interruption, a timeout, "try again"), however it writes them (`5` or `5.0`, keys
+    in any order), meets the same durable action. The params' canonical form: `settled.domain.canonical`."""
+    return _operation_id(conversation_id, kind, canonical_params(params), round_)
+
+
+def earlier_operation_id(conversation_id: str, kind: str, params: dict[str, Any], round_: int = 1) -> str:
+    """The id the same request was given before params were compared as values: an action created
+    under it must still be met (`SettledChannel.request` looks for it where the two ids differ)."""
+    return _operation_id(conversation_id, kind, earlier_params_text(params), round_)
+
+
+def _operation_id(conversation_id: str, kind: str, canonical: str, round_: int) -> str:
+    digest = hashlib.sha256(f"{conversation_id}\n{kind}\n{canonical}".encode()).hexdigest()
     base = f"op_{digest[:32]}"
     return base if round_ == 1 else f"{base}-{round_}"
 
@@ -303,7 +310,7 @@ class SettledChannel:
         authorized = self.authorize_on_call or not kind.requires_authorization
         status: ActionStatus | None = None
         for round_ in range(1, MAX_REQUEST_ROUNDS + 1):
-            operation_id = self.operation_ids(self.conversation_id, kind.kind, params, round_)
+            operation_id = await self._operation_id(kind.kind, params, round_)
             created = await self.client.create_action(
                 self.conversation_id,
                 kind.kind,
@@ -322,6 +329,25 @@ class SettledChannel:
         if status.operation_id not in self.operations:
             self.operations.append(status.operation_id)
         return status
+
+    async def _operation_id(self, kind: str, params: dict[str, Any], round_: int) -> str:
+        """The derived id, or the earlier derivation's where that one names this request's action (one
+        created before params were compared as values): a request asked again after an upgrade meets
+        the action it started. The ids differ only for params with floats or text not in NFC."""
+        operation_id = self.operation_ids(self.conversation_id, kind, params, round_)
+        if self.operation_ids is not derived_operation_id:
+            return operation_id
+        earlier = earlier_operation_id(self.conversation_id, kind, params, round_)
+        if earlier == operation_id:
+            return operation_id
+        try:
+            found = await self.client.get(earlier)
+        except SettledAPIError as error:
+            if error.code == "not_found":
+                return operation_id
+            raise
+        mine = found.conversation_id == self.conversation_id and found.kind == kind
+        return earlier if mine else operation_id
 
     async def answer_request(self, tool_name: str, params: dict[str, Any]) -> str:
         try:

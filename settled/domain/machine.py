@@ -8,13 +8,12 @@ what to do, performs the I/O, and feeds the business system's answer back (`on_d
 can be tested without Temporal.
 """
 
-import hashlib
-import json
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from settled.domain.canonical import earlier_params_digest, params_digest, same_params
 from settled.domain.kinds import KindSpec
 from settled.domain.models import (
     REDACTED_MARK,
@@ -42,11 +41,6 @@ class ControlRefused(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def params_digest(params: dict[str, Any]) -> str:
-    canonical = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class Step(BaseModel):
@@ -707,7 +701,9 @@ class ActionRecord(BaseModel):
     # -- controls ------------------------------------------------------------------------------
 
     def check_register(self, kind: str, params: dict[str, Any]) -> None:
-        if kind != self.kind.name or params_digest(params) != self.requested_digest:
+        # A record kept from before params were compared as values holds the earlier form's digest.
+        digests = {params_digest(params), earlier_params_digest(params)}
+        if kind != self.kind.name or self.requested_digest not in digests:
             raise ControlRefused(
                 "operation_conflict",
                 f"operation {self.operation_id} already exists with another kind or other params",
@@ -738,7 +734,7 @@ class ActionRecord(BaseModel):
             raise ControlRefused(
                 "already_dispatched", "a request may already have reached the business system"
             )
-        if params == self.params:
+        if same_params(params, self.params):
             raise ControlRefused("noop", "the params are unchanged")
 
     def apply_amend(self, params: dict[str, Any], now: datetime) -> None:

@@ -135,3 +135,22 @@ async def test_when_temporal_is_out_of_reach_the_call_says_so(keyed_stack: Stack
             await client.call_tool(KIND, {**BOOKING, "room": new_id("room")})
     assert "temporal_unavailable" in unavailable.value.error.message
     assert "Calling again with the same details is safe" in unavailable.value.error.message
+
+
+async def test_asked_again_with_5_0_for_5_the_refund_is_one_action_and_one_write(
+    endpoint: Endpoint, truth: AsyncSandbox
+) -> None:
+    conversation, order = new_id("conv"), new_id("order")
+    params = {"order_id": order, "amount": 5, "currency": "EUR", "items": [{"sku": "é", "n": 1}]}
+    async with endpoint.connect(KEY_A, conversation) as client:
+        first = await client.call_tool("refund_nodedup", params)
+        again = await client.call_tool(
+            "refund_nodedup",
+            {"items": [{"n": 1.0, "sku": "é"}], "currency": "EUR", "amount": 5.0, "order_id": order},
+        )
+        other = await client.call_tool("refund_nodedup", {**params, "amount": 5.1})
+    assert first.structured_content and again.structured_content and other.structured_content
+    op = first.structured_content["operation_id"]
+    assert again.structured_content["operation_id"] == op and again.structured_content["attempts"] == 1
+    assert other.structured_content["operation_id"] != op
+    assert len(await truth.writes(f"tenant_a:{op}")) == 1

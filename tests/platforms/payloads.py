@@ -52,12 +52,16 @@ def _vapi_body(message: Any) -> bytes:
     return json.dumps(body).encode()
 
 
-def vapi_tool_calls(call_id: str, *calls: tuple[str, str, dict[str, Any]]) -> bytes:
+def vapi_tool_calls(call_id: str, *calls: tuple[str, str, dict[str, Any] | str]) -> bytes:
     """A `tool-calls` message: (tool call id, tool name, arguments) each, the arguments as the JSON
-    string the SDK types them as."""
+    string the SDK types them as (given as text, they are sent as written)."""
     tool_calls = [
         ToolCall(
-            id=tool_call_id, type="function", function=ToolCallFunction(name=name, arguments=json.dumps(args))
+            id=tool_call_id,
+            type="function",
+            function=ToolCallFunction(
+                name=name, arguments=args if isinstance(args, str) else json.dumps(args)
+            ),
         )
         for tool_call_id, name, args in calls
     ]

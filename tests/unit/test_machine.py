@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from settled.domain.canonical import earlier_params_digest
 from settled.domain.handoff import fully_presented
 from settled.domain.kinds import load_kinds
 from settled.domain.machine import ActionRecord, ControlRefused, NewAction, Step
@@ -16,6 +17,7 @@ CONFIRMED = DispatchOutcome(result="confirmed", status_code=201, business_ref="b
 LOST = DispatchOutcome(result="unknown", detail="timeout")
 NOT_SENT = DispatchOutcome(result="not_sent", detail="refused")
 REJECTED = DispatchOutcome(result="rejected", status_code=422, detail="refused: bad room")
+FLOAT_REFUND = {"order_id": "o", "amount": 2.0, "currency": "EUR"}
 
 
 def record(kind: str = "room_booking", authorized: bool = False, **changes: object) -> ActionRecord:
@@ -228,6 +230,38 @@ def test_registration_conflicts_on_other_params() -> None:
     with pytest.raises(ControlRefused) as refused:
         action.check_register("room_booking", {"room": "Ada", "day": "Fri"})
     assert refused.value.code == "operation_conflict"
+
+
+def test_a_repeat_compares_params_as_json_values() -> None:
+    action = record("refund")  # requested with {"order_id": "o", "amount": 1, "currency": "EUR"}
+    for same in (
+        {"currency": "EUR", "amount": 1.0, "order_id": "o"},
+        {"order_id": "o", "amount": 1e0, "currency": "EUR"},
+    ):
+        action.check_register("refund", same)
+    for other in (
+        {"order_id": "o", "amount": 1.5, "currency": "EUR"},
+        {"order_id": "o", "amount": "1", "currency": "EUR"},
+    ):
+        with pytest.raises(ControlRefused) as refused:
+            action.check_register("refund", other)
+        assert refused.value.code == "operation_conflict"
+
+
+def test_a_record_kept_from_before_values_were_compared_still_meets_its_repeats() -> None:
+    """A run continued as new carries the digest its first run recorded, in the earlier form."""
+    action = record("refund").model_copy(update={"requested_digest": earlier_params_digest(FLOAT_REFUND)})
+    action.check_register("refund", dict(reversed(FLOAT_REFUND.items())))
+    with pytest.raises(ControlRefused):
+        action.check_register("refund", {**FLOAT_REFUND, "amount": 2.5})
+
+
+def test_an_amend_to_the_same_values_written_otherwise_changes_nothing() -> None:
+    action = record("refund", requires_authorization=True, authorized=True)
+    with pytest.raises(ControlRefused) as refused:
+        action.check_amend({"amount": 1.0, "currency": "EUR", "order_id": "o"}, at(0))
+    assert refused.value.code == "noop" and action.authorized  # the go-ahead still stands
+    action.check_amend({"order_id": "o", "amount": 1.01, "currency": "EUR"}, at(0))
 
 
 def test_redaction_after_the_retention_window_keeps_the_sentence_true() -> None:
