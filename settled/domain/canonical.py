@@ -9,8 +9,12 @@ or compares two params (a repeated create, an amend), it uses one canonical form
 - every number is taken as the IEEE 754 double it denotes, as JSON's own data model (I-JSON) and every
   JavaScript runtime take it: `5`, `5.0` and `5e0` are one number, and an integer beyond 2^53 is the
   nearest double (such integers are not exchanged exactly between JSON implementations anyway);
-- the value is then written by RFC 8785, the JSON Canonicalization Scheme (keys sorted, no white space,
-  numbers in ECMAScript's shortest form: `5.0` is `5`, `1e21` is `1e+21`), by the `rfc8785` library.
+- the value is then written by RFC 8785, the JSON Canonicalization Scheme (keys sorted by UTF-16 code
+  units, no white space, numbers in ECMAScript's shortest form: `5.0` is `5`, `1e21` is `1e+21`).
+
+The writer is this module's own, a few lines on the standard library, because the light install (what an
+agent app installs for the adapters) brings pydantic and httpx only; tests hold it to the `rfc8785`
+library's output on generated values.
 
 Values that really differ stay different: `5` and `5.1`, `"5"` and `5`, `[1, 2]` and `[2, 1]`.
 The TypeScript client computes the same form (its test vectors are generated from this module).
@@ -20,16 +24,15 @@ import hashlib
 import json
 import math
 import unicodedata
+from decimal import Decimal
 from typing import Any
-
-import rfc8785
 
 _SAFE_INTEGER = 2**53 - 1
 
 
 def canonical_params(params: Any) -> str:
     """The canonical text of a JSON value (normally a kind's params object)."""
-    return rfc8785.dumps(_normal(params)).decode()
+    return _write(_normal(params))
 
 
 def params_digest(params: Any) -> str:
@@ -68,3 +71,40 @@ def _normal(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_normal(item) for item in value]
     raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def _write(value: Any) -> str:
+    if isinstance(value, dict):
+        items = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be"))
+        return "{" + ",".join(f"{_text(key)}:{_write(item)}" for key, item in items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_write(item) for item in value) + "]"
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, float):
+        return _number(value)
+    return json.dumps(value)  # int (within 2^53), bool, None
+
+
+def _text(value: str) -> str:
+    # RFC 8785 §3.2.2.2 escapes exactly what Python's writer escapes when non-ASCII is kept as it is.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _number(value: float) -> str:
+    """ECMAScript's Number.prototype.toString (RFC 8785 §3.2.2.3): the shortest digits that read back
+    as the same double (Python's repr finds them), laid out as JavaScript lays them out."""
+    if value == 0:
+        return "0"  # -0 too
+    sign = "-" if value < 0 else ""
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    k, point = len(digits), len(digits) + int(exponent)  # the decimal point sits `point` digits in
+    if k <= point <= 21:
+        return sign + digits + "0" * (point - k)
+    if 0 < point <= 21:
+        return sign + digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return sign + "0." + "0" * -point + digits
+    mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{mantissa}e{point - 1:+d}"

@@ -4,8 +4,12 @@ import json
 import unicodedata
 
 import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from settled.domain.canonical import (
+    _normal,
     canonical_params,
     earlier_params_digest,
     earlier_params_text,
@@ -96,3 +100,28 @@ def test_a_non_finite_number_never_raises_and_equals_no_number() -> None:
 def test_anything_but_json_is_refused() -> None:
     with pytest.raises(TypeError):
         canonical_params({"a": object()})
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(JSON)
+def test_the_writer_is_the_rfc8785_library_s_on_any_json_value(value: object) -> None:
+    normal = json.loads(json.dumps(value))  # as it arrives, parsed
+    nfc = _normal(normal)
+    assert canonical_params(normal) == rfc8785.dumps(nfc).decode()
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_every_double_is_written_as_ecmascript_writes_it(number: float) -> None:
+    assert canonical_params(number) == rfc8785.dumps(number).decode()
