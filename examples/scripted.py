@@ -37,11 +37,16 @@ class RefundScript:
     refund: dict[str, Any]
     tool: str = "refund"
     said: list[str] = field(default_factory=list)
+    # The same request as the model writes it when asked to try again: a model re-serializes its
+    # arguments, `5.0` for `5`, keys in another order (None: as the first time).
+    again: dict[str, Any] | None = None
 
     def decide(self, user_text: str) -> ToolCall | None:
         text = user_text.lower()
         if "did you" in text or "is it done" in text:
             return ToolCall(VERIFY_TOOL, {})
+        if "try again" in text and self.again is not None:
+            return ToolCall(self.tool, dict(self.again))
         if "refund" in text or "try again" in text:
             return ToolCall(self.tool, dict(self.refund))
         return None

@@ -29,6 +29,8 @@ class Caller:
     holding: str | None = None
     conversation: str = field(default_factory=lambda: new_id("conv"))
     params: dict[str, Any] = field(default_factory=refund)
+    # The same refund as the model writes it when the caller says "try again" (None: as at first).
+    again: dict[str, Any] | None = None
 
     @property
     def op(self) -> str:
@@ -38,6 +40,20 @@ class Caller:
     @property
     def asks(self) -> str:
         return f"Please refund order {self.params['order_id']}."
+
+
+def written_otherwise(settled: SentClient, kind: ActionKind) -> Caller:
+    """A caller whose refund of 5 the model asks again for as 5.0, its keys in another order."""
+    params = {**refund(), "amount": 5}
+    again = dict(reversed({**params, "amount": 5.0}.items()))
+    return Caller(settled, kind, params=params, again=again)
+
+
+async def met_once(caller: Caller, truth: Any) -> None:
+    """Asked twice, written two ways: one action, one refund at the service."""
+    assert len(await truth.refunds_for(caller.params["order_id"])) == 1
+    action = await caller.settled.get(caller.op)
+    assert action.state is State.CONFIRMED and action.attempts == 1
 
 
 # What an adapter sends for a call that hung up while the confirmation was playing.

@@ -32,7 +32,15 @@ from examples.scripted import FILLER, HOLDING, RefundScript
 from settled.domain.states import State
 from settled.runtime.stack import Stack
 from tests.adapters.conftest import SentClient
-from tests.adapters.heard import Caller, heard_in_full, owed, recorded_heard, sent
+from tests.adapters.heard import (
+    Caller,
+    heard_in_full,
+    met_once,
+    owed,
+    recorded_heard,
+    sent,
+    written_otherwise,
+)
 from tests.client.support import AsyncSandbox, RecordingClient, eventually, new_id, refund
 
 # How long the TTS speaks per character, played in real time: the confirmation lasts about 1 s.
@@ -176,7 +184,7 @@ async def call(caller: Caller, *, disconnect: bool = False) -> AsyncIterator[Cal
     with the tool call. Leaving the block is the caller hanging up, wherever the audio is: the line
     goes dead, then the session closes (`disconnect`: as room io closes it when the participant
     disconnects; else `aclose()`)."""
-    script = RefundScript(refund=caller.params)
+    script = RefundScript(refund=caller.params, again=caller.again)
     voice = ScriptedTTS(ms_per_char=MS_PER_CHAR, chunk_ms=caller.chunk_ms)
     session: AgentSession[None] = AgentSession(
         llm=ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=caller.holding), tts=voice
@@ -308,3 +316,13 @@ async def test_the_example_runs_against_the_stack(stack: Stack, truth: AsyncSand
     records = await truth.refunds_for(order)
     assert len(records) == 1 and all(records[0]["id"] in line for line in result["said"])
     assert result["handoff"].channels.voice == "closed" and result["handoff"].work == "stopped"
+
+
+async def test_asked_again_with_5_0_for_5_the_model_meets_the_same_refund(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    caller = written_otherwise(settled, refund_kind)
+    async with call(caller) as c:
+        await c.session.run(user_input=caller.asks)
+        await c.session.run(user_input="Please try again.")
+    await met_once(caller, truth)

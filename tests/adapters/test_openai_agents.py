@@ -41,9 +41,11 @@ from tests.adapters.heard import (
     HEARD_AFTER_A_BARGE_IN,
     Caller,
     heard_in_full,
+    met_once,
     owed,
     recorded_heard,
     sent,
+    written_otherwise,
 )
 from tests.adapters.realtime_server import ScriptedRealtimeServer
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
@@ -111,7 +113,7 @@ class Call:
 async def call(caller: Caller, *, async_tool_calls: bool = True) -> AsyncIterator[Call]:
     """A realtime session whose audio plays to the caller at real-time speed; leaving the block is
     the caller hanging up (the session is closed), wherever the audio is."""
-    script = RefundScript(refund=caller.params)
+    script = RefundScript(refund=caller.params, again=caller.again)
     model = ScriptedRealtimeModel(
         script,
         call_prefix=new_id("call"),
@@ -288,7 +290,9 @@ class WebSocketCall:
 async def call_over_websocket(caller: Caller) -> AsyncIterator[WebSocketCall]:
     """The same call through the SDK's own WebSocket model, against a scripted Realtime server
     that streams the audio faster than real time; leaving the block is the caller hanging up."""
-    server = ScriptedRealtimeServer(RefundScript(refund=caller.params), speech_ms=SPEECH_MS)
+    server = ScriptedRealtimeServer(
+        RefundScript(refund=caller.params, again=caller.again), speech_ms=SPEECH_MS
+    )
     bridge = _bridge(caller)
     speaker = Speaker(bridge.playback)
     model = OpenAIRealtimeWebSocketModel()
@@ -392,3 +396,13 @@ async def test_the_example_runs_against_the_stack(stack: Stack, truth: AsyncSand
     records = await truth.refunds_for(order)
     assert len(records) == 1 and all(records[0]["id"] in line for line in result["said"])
     assert result["handoff"].channels.voice == "closed" and result["handoff"].work == "stopped"
+
+
+async def test_asked_again_with_5_0_for_5_the_model_meets_the_same_refund(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    caller = written_otherwise(settled, refund_kind)
+    async with call(caller) as c:
+        await say_and_wait(c.session, c.model, caller.asks)
+        await say_and_wait(c.session, c.model, "Please try again.")
+    await met_once(caller, truth)

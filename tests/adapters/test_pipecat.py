@@ -39,9 +39,11 @@ from tests.adapters.heard import (
     HEARD_AFTER_A_BARGE_IN,
     Caller,
     heard_in_full,
+    met_once,
     owed,
     recorded_heard,
     sent,
+    written_otherwise,
 )
 from tests.client.support import NOT_YET, AsyncSandbox, RecordingClient, eventually, new_id, refund
 
@@ -246,7 +248,7 @@ async def call(caller: Caller, *, end: type[Frame] = EndFrame) -> AsyncIterator[
     """A pipeline whose audio plays to the caller at real-time speed; leaving the block is the
     caller hanging up: the line goes dead, then `end` (EndFrame, as the example does, or
     CancelFrame) is queued, wherever the audio is."""
-    script = RefundScript(refund=caller.params)
+    script = RefundScript(refund=caller.params, again=caller.again)
     llm = ScriptedLLM(script, call_prefix=new_id("call"), filler=FILLER, holding=caller.holding)
     bridge = SettledPipecat(
         caller.settled, caller.conversation, [caller.kind], wait_s=caller.wait_s, authorize_on_call=True
@@ -308,3 +310,13 @@ async def test_the_example_runs_against_the_stack(stack: Stack, truth: AsyncSand
     records = await truth.refunds_for(order)
     assert len(records) == 1 and all(records[0]["id"] in line for line in result["said"])
     assert result["handoff"].channels.voice == "closed" and result["handoff"].work == "stopped"
+
+
+async def test_asked_again_with_5_0_for_5_the_model_meets_the_same_refund(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    caller = written_otherwise(settled, refund_kind)
+    async with call(caller) as c:
+        await say(c.worker, c.llm, caller.asks)
+        await say(c.worker, c.llm, "Please try again.")
+    await met_once(caller, truth)
