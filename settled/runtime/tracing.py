@@ -32,9 +32,9 @@ def wanted(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether OpenTelemetry's variables ask this process for traces."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == _ON:
         return False
-    exporter = environ.get("OTEL_TRACES_EXPORTER")
-    if exporter is not None:
-        return exporter.strip().lower() not in ("", "none")
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
     endpoints = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     return any(environ.get(name) for name in endpoints)
 
