@@ -8,11 +8,9 @@ is built, and scrubbed from whatever text the answer brings back.
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import httpx
-from opentelemetry.trace import Span
 from settled.activities.inputs import COMPENSATE, DISPATCH, LOOKUP, SENDING, BusinessCall
 from temporalio import activity
 from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
@@ -108,9 +106,16 @@ async def _take_turn() -> BusinessCall | str:
         return f"could not record the send ({type(error).__name__})"
 
 
-def _traced(name: str, call: BusinessCall) -> AbstractContextManager[Span | None]:
+async def _measured(
+    name: str, call: BusinessCall, work: Awaitable[Outcome], metric: str, description: str
+) -> Outcome:
+    """One business call in its span, counted by what its answer meant."""
     operation_id, code_kind = call.operation_id or call.operation_key, call.kind.handler is not None
-    return tracing.business_call(name, operation_id, call.kind.name, call.attempt, code_kind)
+    with tracing.business_call(name, operation_id, call.kind.name, call.attempt, code_kind) as span:
+        outcome = await work
+        tracing.outcome(span, outcome.result)
+    _count(metric, description, call, outcome.result)
+    return outcome
 
 
 def _values(call: BusinessCall) -> Values:
@@ -190,11 +195,9 @@ class BusinessActivities:
         return await self._dispatch(call)
 
     async def _dispatch(self, call: BusinessCall) -> DispatchOutcome:
-        with _traced(DISPATCH, call) as span:
-            outcome = await self._send(call)
-            tracing.outcome(span, outcome.result)
-        _count("settled_dispatches", "write requests sent to business systems", call, outcome.result)
-        return outcome
+        return await _measured(
+            DISPATCH, call, self._send(call), "settled_dispatches", "write requests sent to business systems"
+        )
 
     async def _send(self, call: BusinessCall) -> DispatchOutcome:
         kind = call.kind
@@ -216,11 +219,13 @@ class BusinessActivities:
 
     @activity.defn(name=LOOKUP)
     async def lookup(self, call: BusinessCall) -> LookupOutcome:
-        with _traced(LOOKUP, call) as span:
-            outcome = await self._look_up(call)
-            tracing.outcome(span, outcome.result)
-        _count("settled_reconciliation_lookups", "lookups sent to business systems", call, outcome.result)
-        return outcome
+        return await _measured(
+            LOOKUP,
+            call,
+            self._look_up(call),
+            "settled_reconciliation_lookups",
+            "lookups sent to business systems",
+        )
 
     async def _look_up(self, call: BusinessCall) -> LookupOutcome:
         kind = call.kind
@@ -243,11 +248,13 @@ class BusinessActivities:
 
     @activity.defn(name=COMPENSATE)
     async def compensate(self, call: BusinessCall) -> CompensationOutcome:
-        with _traced(COMPENSATE, call) as span:
-            outcome = await self._reverse(call)
-            tracing.outcome(span, outcome.result)
-        _count("settled_compensations", "reversals sent to business systems", call, outcome.result)
-        return outcome
+        return await _measured(
+            COMPENSATE,
+            call,
+            self._reverse(call),
+            "settled_compensations",
+            "reversals sent to business systems",
+        )
 
     async def _reverse(self, call: BusinessCall) -> CompensationOutcome:
         handler = self._handler(call)
