@@ -30,6 +30,7 @@ from settled.business.secrets import SecretError, read_secret, scrub
 from settled.business.shapes import Role, Values, build
 from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.handlers import Request
+from settled.runtime import tracing
 
 T = TypeVar("T")
 Outcome = TypeVar("Outcome", DispatchOutcome, LookupOutcome, CompensationOutcome)
@@ -105,6 +106,18 @@ async def _take_turn() -> BusinessCall | str:
         return f"could not record the send ({type(error).__name__})"
 
 
+async def _measured(
+    name: str, call: BusinessCall, work: Awaitable[Outcome], metric: str, description: str
+) -> Outcome:
+    """One business call in its span, counted by what its answer meant."""
+    operation_id, code_kind = call.operation_id or call.operation_key, call.kind.handler is not None
+    with tracing.business_call(name, operation_id, call.kind.name, call.attempt, code_kind) as span:
+        outcome = await work
+        tracing.outcome(span, outcome.result)
+    _count(metric, description, call, outcome.result)
+    return outcome
+
+
 def _values(call: BusinessCall) -> Values:
     return Values(operation_id=call.operation_key, params=call.params, business_ref=call.business_ref)
 
@@ -153,11 +166,12 @@ class BusinessActivities:
                 self._http.request(
                     outgoing.method,
                     outgoing.url,
-                    headers=outgoing.headers,
+                    headers=tracing.carry(outgoing.headers),
                     content=outgoing.content,
                     timeout=call.kind.timeout_s,
                 )
             )
+            tracing.status_code(response.status_code)
             outcome = answer(response)
         except httpx.TransportError as error:
             outcome = lost(_transport_failure(error), _describe(error))
@@ -181,6 +195,11 @@ class BusinessActivities:
         return await self._dispatch(call)
 
     async def _dispatch(self, call: BusinessCall) -> DispatchOutcome:
+        return await _measured(
+            DISPATCH, call, self._send(call), "settled_dispatches", "write requests sent to business systems"
+        )
+
+    async def _send(self, call: BusinessCall) -> DispatchOutcome:
         kind = call.kind
         handler = self._handler(call)
         if handler is not None:
@@ -196,11 +215,19 @@ class BusinessActivities:
                 ),
                 classify_dispatch_transport,
             )
-        _count("settled_dispatches", "write requests sent to business systems", call, outcome.result)
         return outcome
 
     @activity.defn(name=LOOKUP)
     async def lookup(self, call: BusinessCall) -> LookupOutcome:
+        return await _measured(
+            LOOKUP,
+            call,
+            self._look_up(call),
+            "settled_reconciliation_lookups",
+            "lookups sent to business systems",
+        )
+
+    async def _look_up(self, call: BusinessCall) -> LookupOutcome:
         kind = call.kind
         handler = self._handler(call)
         if handler is not None:
@@ -217,11 +244,19 @@ class BusinessActivities:
                 ),
                 lambda _, error: classify_lookup_transport(error),
             )
-        _count("settled_reconciliation_lookups", "lookups sent to business systems", call, outcome.result)
         return outcome
 
     @activity.defn(name=COMPENSATE)
     async def compensate(self, call: BusinessCall) -> CompensationOutcome:
+        return await _measured(
+            COMPENSATE,
+            call,
+            self._reverse(call),
+            "settled_compensations",
+            "reversals sent to business systems",
+        )
+
+    async def _reverse(self, call: BusinessCall) -> CompensationOutcome:
         handler = self._handler(call)
         if handler is not None:
             outcome = await _heartbeating(code.compensate(handler, self._request(call)))
@@ -234,7 +269,6 @@ class BusinessActivities:
                 lambda response: classify_compensation(spec, response.status_code, _json(response)),
                 lambda _, error: classify_compensation_transport(error),
             )
-        _count("settled_compensations", "reversals sent to business systems", call, outcome.result)
         return outcome
 
     def all(self) -> list[Any]:

@@ -20,6 +20,7 @@ from settled.api.routes.kinds import router as kinds_router
 
 from settled.business.startup import prepare
 from settled.domain.kinds import Kinds, load_kinds
+from settled.runtime import tracing
 from settled.runtime.config import Settings
 from settled.temporal.codec import EncryptionCodec
 
@@ -68,4 +69,6 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
         app.add_middleware(CodecCors, origins=settings.codec_cors_origins)
     platforms = {PLATFORM_PREFIX: max(PLATFORM_BODY_BYTES, settings.max_body_bytes)}
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, larger=platforms)
+    tracing.start("settled-api")
+    tracing.instrument_api(app)  # outermost: each route's span holds all of it
     return app

@@ -59,6 +59,7 @@ from settled.domain.machine import ActionRecord, NewAction
 from settled.domain.models import WAIT_MAX_S, ActionStatus, CreateAction
 from settled.domain.params import InvalidParams, validate_params
 from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, SETTLED, State
+from settled.runtime import tracing
 from settled.runtime.config import Settings
 from settled.temporal import visibility
 from settled.temporal.codec import data_converter
@@ -118,6 +119,7 @@ async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
             namespace=settings.namespace,
             data_converter=data_converter(settings.encryption_keys),
             runtime=runtime,
+            interceptors=tracing.client_interceptors(),
         )
     except RuntimeError as error:  # the SDK's core reports connection failures this way
         raise GatewayError(

@@ -59,13 +59,17 @@ CREATE TABLE IF NOT EXISTS requests (
     state TEXT NOT NULL,
     outcome TEXT,
     status INTEGER,
-    fault TEXT
+    fault TEXT,
+    traceparent TEXT
 );
 """
 
 WIPED_TABLES = ("counters", "records", "idempotency", "requests")
-# Columns of `records` added after the first release, with their declarations.
-ADDED_COLUMNS = {"committed_at": "TEXT", "settles_at": "TEXT", "failure_reason": "TEXT"}
+# Columns added after the first release, by table, with their declarations.
+ADDED_COLUMNS = {
+    "records": {"committed_at": "TEXT", "settles_at": "TEXT", "failure_reason": "TEXT"},
+    "requests": {"traceparent": "TEXT"},
+}
 
 
 def now(ago_s: float = 0.0) -> str:
@@ -91,10 +95,11 @@ class Database:
 
     def _add_missing_columns(self) -> None:
         # A data dir made before a column existed (e.g. `.settled/` of `settled dev`) gains it here.
-        present = {row["name"] for row in self._conn.execute("PRAGMA table_info(records)")}
-        for column, declaration in ADDED_COLUMNS.items():
-            if column not in present:
-                self._conn.execute(f"ALTER TABLE records ADD COLUMN {column} {declaration}")
+        for table, columns in ADDED_COLUMNS.items():
+            present = {row["name"] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            for column, declaration in columns.items():
+                if column not in present:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -29,13 +29,22 @@ class RequestLog:
             )
 
     def start(
-        self, service: str, op: str, method: str, path: str, key: str | None, client_reference: str | None
+        self,
+        service: str,
+        op: str,
+        method: str,
+        path: str,
+        key: str | None,
+        client_reference: str | None,
+        traceparent: str | None = None,
     ) -> LoggedCall:
+        """`traceparent`: the W3C trace context the request carried, as a real service's logs keep it."""
         with self._db.transaction() as conn:
             row = conn.execute(
-                "INSERT INTO requests (service, op, method, path, key, client_reference, received_at, state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight') RETURNING seq",
-                (service, op, method, path, key, client_reference, now()),
+                "INSERT INTO requests"
+                " (service, op, method, path, key, client_reference, traceparent, received_at, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'in_flight') RETURNING seq",
+                (service, op, method, path, key, client_reference, traceparent, now()),
             ).fetchone()
         return LoggedCall(seq=row["seq"], generation=self._db.generation, service=service, op=op)
 

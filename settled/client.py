@@ -26,6 +26,11 @@ from settled.domain.handoff import Handoff, Work
 from settled.domain.models import WAIT_MAX_S, ActionStatus, Channel, KindInfo, KindList
 from settled.domain.states import MAY_BE_IN_FLIGHT, SETTLED, Claim, State
 
+try:  # with OpenTelemetry present, each call carries the caller's trace (a tool call's span) to settled
+    from opentelemetry.propagate import inject as _carry_trace
+except ImportError:  # the light install without it: nothing to carry
+    _carry_trace = None
+
 T = TypeVar("T")
 EventType = Literal["channel_opened", "channel_closed", "interrupted"]
 
@@ -244,7 +249,7 @@ class SettledClient:
         path = f"/v1/conversations/{conversation_id}/stream"
         # No read timeout: the server pings every 15 s and the stream is meant to stay open.
         timeout = httpx.Timeout(self._timeout_s, read=None)
-        async with self._http.stream("GET", path, timeout=timeout) as response:
+        async with self._http.stream("GET", path, timeout=timeout, headers=_trace_headers()) as response:
             if response.status_code >= 400:
                 await response.aread()
                 raise _api_error(response)
@@ -335,9 +340,12 @@ class SettledClient:
     ) -> httpx.Response:
         params = {"wait": wait} if wait is not None else None
         timeout = self._timeout_s + (wait or 0) + (_WAIT_SLACK_S if wait else 0)
+        headers = _trace_headers()
 
         async def once() -> httpx.Response:
-            return await self._http.request(method, path, json=body, params=params, timeout=timeout)
+            return await self._http.request(
+                method, path, json=body, params=params, timeout=timeout, headers=headers
+            )
 
         response = await self._retrying(once, idempotent)
         if response.status_code >= 400:
@@ -365,6 +373,16 @@ class SettledClient:
                 continue
             return response
         raise SettledUnreachable(f"no answer after {self._retries + 1} attempts: {last!r}")
+
+
+def _trace_headers() -> dict[str, str] | None:
+    """The current trace context as headers (`traceparent`), if OpenTelemetry is installed and a
+    span is current; the propagators are OpenTelemetry's configured ones."""
+    if _carry_trace is None:
+        return None
+    headers: dict[str, str] = {}
+    _carry_trace(headers)
+    return headers or None
 
 
 def is_final(status: ActionStatus) -> bool:

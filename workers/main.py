@@ -20,6 +20,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from settled.domain.kinds import KindSpec
+from settled.runtime import tracing
 from settled.runtime.config import Settings
 from settled.runtime.logs import configure as configure_logs
 from settled.temporal.identity import TASK_QUEUE, kind_task_queue
@@ -75,4 +76,5 @@ def main(settings: Settings, kinds: list[KindSpec], handlers: dict[str, Any], wo
     # bytecode, not from source, even where PYTHONDONTWRITEBYTECODE is set (docs/performance.md).
     sys.dont_write_bytecode = False
     configure_logs("worker")
+    tracing.start("settled-worker")
     asyncio.run(run(settings, kinds, handlers, workflows))

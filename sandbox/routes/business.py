@@ -49,7 +49,9 @@ def business_router(spec: ServiceSpec) -> APIRouter:
         sandbox = sandbox_of(request)
         data = _parse(await request.body())
         key, reference = idempotency_key(request), _reference(data)
-        call = sandbox.log.start(spec.name, "create", "POST", request.url.path, key, reference)
+        call = sandbox.log.start(
+            spec.name, "create", "POST", request.url.path, key, reference, request.headers.get("traceparent")
+        )
         return await guarded(sandbox, call, _create(sandbox, spec, call, request, data, key, reference))
 
     @router.get("/by-key/{key:path}")
@@ -57,7 +59,9 @@ def business_router(spec: ServiceSpec) -> APIRouter:
         sandbox = sandbox_of(request)
         record = sandbox.store.find(spec.name, key)
         reference = record.client_reference if record else None
-        call = sandbox.log.start(spec.name, "lookup", "GET", request.url.path, key, reference)
+        call = sandbox.log.start(
+            spec.name, "lookup", "GET", request.url.path, key, reference, request.headers.get("traceparent")
+        )
         action = Lookup(
             spec,
             lambda: sandbox.store.find(spec.name, key),
@@ -95,7 +99,8 @@ def _start_on_record(
 ) -> LoggedCall:
     # Requests by id carry no key: log the record's, so a test can find them by operation key.
     key, reference = (record.key, record.client_reference) if record else (None, None)
-    return sandbox.log.start(spec.name, op, request.method, request.url.path, key, reference)
+    traceparent = request.headers.get("traceparent")
+    return sandbox.log.start(spec.name, op, request.method, request.url.path, key, reference, traceparent)
 
 
 async def _create(
