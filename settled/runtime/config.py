@@ -100,6 +100,9 @@ class Settings:
     # How long an MCP tool call waits for a verified outcome before answering "not confirmed yet"
     # (the action's resource then tells the rest). Under the usual MCP clients' timeouts.
     mcp_wait_s: float = 8.0
+    # Browser origins whose requests /mcp serves (DNS rebinding: a page of another origin is refused);
+    # a request without an Origin header is not a browser page's, and is served.
+    mcp_allowed_origins: list[str] = field(default_factory=list)
 
     def kinds_file(self, part: str) -> Path:
         """The kinds file a production part runs on. `settled worker` and `settled api` never fall back
@@ -182,7 +185,8 @@ class Settings:
             sandbox_url=sandbox_url,
             max_body_bytes=int(max_body),
             encryption_keys=_encryption_keys(env.get("SETTLED_ENCRYPTION_KEYS", "")),
-            codec_cors_origins=_origins(env.get("SETTLED_CODEC_CORS_ORIGINS", "")),
+            codec_cors_origins=_origins(env, "SETTLED_CODEC_CORS_ORIGINS"),
+            mcp_allowed_origins=_origins(env, "SETTLED_MCP_ALLOWED_ORIGINS"),
             rate_limit=parse_rate_limit(env.get("SETTLED_RATE_LIMIT", DEFAULT_RATE_LIMIT)),
         )
 
@@ -247,15 +251,16 @@ def parse_rate_limit(text: str) -> RateLimit | None:
     return RateLimit(per_s=per_s, burst=burst)
 
 
-def _origins(text: str) -> list[str]:
-    """Browser origins (`scheme://host[:port]`) allowed to call /codec; never `*`: the codec decrypts."""
-    origins = [origin.strip() for origin in text.split(",") if origin.strip()]
+def _origins(env: Mapping[str, str], name: str) -> list[str]:
+    """Browser origins (`scheme://host[:port]`) in `name`, comma-separated; never `*`: each list lets
+    a browser page in (the codec decrypts, /mcp acts)."""
+    origins = [origin.strip() for origin in env.get(name, "").split(",") if origin.strip()]
     for origin in origins:
         parts = urlsplit(origin)
         if origin == "*" or http_url_problem(origin) or parts.path or parts.query or parts.fragment:
             raise SettingsError(
-                f"SETTLED_CODEC_CORS_ORIGINS: {origin!r} is not an origin; expected scheme://host[:port], "
-                "comma-separated (never *)"
+                f"{name}: {origin!r} is not an origin; expected scheme://host[:port], comma-separated "
+                "(never *)"
             )
     return origins
 
