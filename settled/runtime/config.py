@@ -169,27 +169,9 @@ class Settings:
             raise SettingsError(f"SETTLED_API_WORKER={api_worker!r}: expected 1 or 0 (true or false)")
         api_keys = parse_api_keys(env.get("SETTLED_API_KEYS", ""))
         return cls(
-            vapi_wait_s=_seconds(
-                env,
-                "SETTLED_VAPI_WAIT_S",
-                DEFAULT_PLATFORM_WAIT_S,
-                least=PLATFORM_WAIT_RANGE_S[0],
-                most=PLATFORM_WAIT_RANGE_S[1],
-            ),
-            retell_wait_s=_seconds(
-                env,
-                "SETTLED_RETELL_WAIT_S",
-                DEFAULT_PLATFORM_WAIT_S,
-                least=PLATFORM_WAIT_RANGE_S[0],
-                most=PLATFORM_WAIT_RANGE_S[1],
-            ),
-            elevenlabs_wait_s=_seconds(
-                env,
-                "SETTLED_ELEVENLABS_WAIT_S",
-                DEFAULT_PLATFORM_WAIT_S,
-                least=PLATFORM_WAIT_RANGE_S[0],
-                most=PLATFORM_WAIT_RANGE_S[1],
-            ),
+            vapi_wait_s=_platform_wait(env, "SETTLED_VAPI_WAIT_S"),
+            retell_wait_s=_platform_wait(env, "SETTLED_RETELL_WAIT_S"),
+            elevenlabs_wait_s=_platform_wait(env, "SETTLED_ELEVENLABS_WAIT_S"),
             retell_api_keys=_tenant_variables(env, "SETTLED_RETELL_API_KEYS", api_keys),
             elevenlabs_webhook_secrets=_tenant_variables(env, "SETTLED_ELEVENLABS_WEBHOOK_SECRETS", api_keys),
             mcp_wait_s=_seconds(env, "SETTLED_MCP_WAIT_S", cls.mcp_wait_s, WAIT_MAX_S),
@@ -268,6 +250,11 @@ def parse_rate_limit(text: str) -> RateLimit | None:
             )
         burst = int(value)
     return RateLimit(per_s=per_s, burst=burst)
+
+
+def _platform_wait(env: Mapping[str, str], name: str) -> float:
+    least, most = PLATFORM_WAIT_RANGE_S
+    return _seconds(env, name, DEFAULT_PLATFORM_WAIT_S, least=least, most=most)
 
 
 def _tenant_variables(env: Mapping[str, str], name: str, api_keys: Mapping[str, str]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from settled.domain.states import State
 from tests.adapters.conftest import SentClient
-from tests.adapters.heard import CUT_BY_THE_HANG_UP, Caller, heard_in_full, owed, recorded_heard, sent
+from tests.adapters.heard import CUT_BY_THE_HANG_UP, Caller, Sent, heard_in_full, owed, recorded_heard, sent
 from tests.client.support import AsyncSandbox, eventually
 
 TOLD = "Tell the caller: "
@@ -102,6 +102,17 @@ async def spoken(websocket: ClientConnection, turns: int) -> list[str]:
     return said
 
 
+def cut_by_the_interrupt(presented: str) -> Sent:
+    """What the adapter sends for a call whose confirmation an `interrupt` ended: its presentation
+    first (judged by what had been spoken), then the interruption, then the hang-up."""
+    return [
+        ("channel_opened", None),
+        ("presented", presented),
+        ("interrupted", None),
+        ("channel_closed", "hangup"),
+    ]
+
+
 def calling(settled: SentClient, refund_kind: ActionKind, **options: Any) -> Caller:
     caller = Caller(settled, refund_kind, **options)
     return Caller(settled, refund_kind, conversation=f"twilio:{caller.conversation}", **options)
@@ -120,12 +131,7 @@ async def test_an_interruption_mid_confirmation_cuts_it_and_it_stays_owed(
     await owed(
         caller,
         verbatim=False,
-        sent=[
-            ("channel_opened", None),
-            ("presented", "cut"),
-            ("interrupted", None),
-            ("channel_closed", "hangup"),
-        ],
+        sent=cut_by_the_interrupt("cut"),
     )
     assert len(await truth.refunds_for(caller.params["order_id"])) == 1
 
@@ -142,12 +148,7 @@ async def test_a_confirmation_spoken_in_full_before_the_cut_is_heard(
     await heard_in_full(
         caller,
         said_last=confirmation,
-        sent=[
-            ("channel_opened", None),
-            ("presented", "heard"),
-            ("interrupted", None),
-            ("channel_closed", "hangup"),
-        ],
+        sent=cut_by_the_interrupt("heard"),
     )
 
 
