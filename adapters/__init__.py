@@ -1,4 +1,5 @@
-"""Channel adapters: settled under the OpenAI Agents SDK (realtime), Pipecat and LiveKit Agents.
+"""Channel adapters: settled under the OpenAI Agents SDK (realtime), Pipecat, LiveKit Agents and an
+app that serves Twilio ConversationRelay's WebSocket.
 
 Each adapter lives in its own module and imports its framework only there, so `import adapters`
 (and `adapters.common`) works without any of them installed:
@@ -6,6 +7,7 @@ Each adapter lives in its own module and imports its framework only there, so `i
     pip install 'settled[openai-agents]'   # adapters.openai_agents
     pip install 'settled[pipecat]'         # adapters.pipecat
     pip install 'settled[livekit]'         # adapters.livekit
+    pip install settled                    # adapters.conversation_relay (JSON messages: no extra)
 """
 
 from settled.adapters.common import (

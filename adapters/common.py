@@ -468,6 +468,21 @@ class SettledChannel:
             if carries(spoken, status):
                 self._post(lambda s=status: self._present(s, spoken, heard))
 
+    def utterance_cut(self, utterance_id: str, played: str) -> None:
+        """The caller cut in after `played`, the part of the utterance that had been spoken (for a
+        framework that reports it): a status is heard only if its sentence was spoken in full before
+        the cut; one the rest of the utterance carried is recorded as cut."""
+        utterance = self._playing.pop(utterance_id, None)
+        if utterance is None:
+            return
+        self._ended.add(utterance_id)
+        whole, played = utterance.text.strip(), played.strip()
+        for status in utterance.could_carry:
+            if status.say.strip() and _words(status.say) in _words(played):
+                self._post(lambda s=status: self._present(s, played, True))
+            elif carries(whole, status):
+                self._post(lambda s=status: self._present(s, whole, False))
+
     def utterance(self, utterance_id: str, text: str, heard: bool, generated_at: float) -> None:
         """A whole utterance at once, for a framework that reports text and playback together."""
         self.utterance_started(utterance_id, generated_at)

@@ -8,7 +8,7 @@ from settled.api import errors
 from settled.api.cors import CodecCors
 from settled.api.deps import GatewayHolder
 from settled.api.edges.mcp import door as mcp
-from settled.api.edges.platforms import retell, vapi
+from settled.api.edges.platforms import elevenlabs, retell, vapi
 from settled.api.edges.platforms.webhooks import PLATFORM_BODY_BYTES, PLATFORM_PREFIX
 from settled.api.limits import BodySizeLimit
 from settled.api.metrics import ApiMetrics, HostedWorkerCounters, MeasureRequests
@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.include_router(kinds_router)
     app.include_router(vapi.router)
     app.include_router(retell.router)
+    app.include_router(elevenlabs.router)
     app.include_router(page_router)
     app.include_router(codec.router)
     app.include_router(metrics_router)

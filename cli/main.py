@@ -111,7 +111,7 @@ TOOLS = {
     "soak": "soak a stack of its own under faults and judge every answer (settled soak --help)",
     "bench": "measure what durability costs beside the bare call and Temporal's floor (settled bench --help)",
     "page-link": "print the signed link to a conversation's text page (settled page-link --help)",
-    "platform-tools": "print Vapi's or Retell's tools for the kinds (settled platform-tools --help)",
+    "platform-tools": "print a voice platform's tools for the kinds (settled platform-tools --help)",
 }
 
 

@@ -41,12 +41,19 @@ KNOWN_VARIABLES = (
     "SETTLED_RETELL_API_KEY",
     "SETTLED_RETELL_API_KEY_FILE",
     "SETTLED_RETELL_API_KEYS",
+    "SETTLED_ELEVENLABS_WAIT_S",
+    "SETTLED_ELEVENLABS_WEBHOOK_SECRET",
+    "SETTLED_ELEVENLABS_WEBHOOK_SECRET_FILE",
+    "SETTLED_ELEVENLABS_WEBHOOK_SECRETS",
     "SETTLED_MCP_WAIT_S",
+    "SETTLED_MCP_ALLOWED_ORIGINS",
 )
+# The variables that name, per tenant, the variable holding a platform's secret.
+_TENANT_SECRET_LISTS = ("SETTLED_RETELL_API_KEYS", "SETTLED_ELEVENLABS_WEBHOOK_SECRETS")
 _TEST_VARIABLES = ("SETTLED_KEEP_LOGS", "SETTLED_UPDATE_SCREENSHOTS")
 
 
-# An environment variable's name, as `SETTLED_RETELL_API_KEYS` names one per tenant.
+# An environment variable's name, as `SETTLED_RETELL_API_KEYS` (and ElevenLabs') names one per tenant.
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # A platform's tool call waits this long for the business system (at most the API's own `wait`).
 DEFAULT_PLATFORM_WAIT_S = 8.0
@@ -91,15 +98,21 @@ class Settings:
     api_worker: bool = True
     # Requests per tenant (per client address without API keys); None: no limit.
     rate_limit: RateLimit | None = field(default_factory=lambda: parse_rate_limit(DEFAULT_RATE_LIMIT))
-    # How long a Vapi or Retell tool call waits for the business system before the webhook answers
-    # that it is still being done: under the platform's own timeout (Vapi's is 20 s by default).
+    # How long a Vapi, Retell or ElevenLabs tool call waits for the business system before the webhook answers
+    # that it is still being done: under the platform's own timeout (20 s by default at Vapi and ElevenLabs).
     vapi_wait_s: float = DEFAULT_PLATFORM_WAIT_S
     retell_wait_s: float = DEFAULT_PLATFORM_WAIT_S
+    elevenlabs_wait_s: float = DEFAULT_PLATFORM_WAIT_S
     # Tenant -> the environment variable holding that tenant's Retell API key (never the key itself).
     retell_api_keys: dict[str, str] = field(default_factory=dict)
+    # Tenant -> the environment variable holding that tenant's ElevenLabs webhook secret.
+    elevenlabs_webhook_secrets: dict[str, str] = field(default_factory=dict)
     # How long an MCP tool call waits for a verified outcome before answering "not confirmed yet"
     # (the action's resource then tells the rest). Under the usual MCP clients' timeouts.
     mcp_wait_s: float = 8.0
+    # Browser origins whose requests /mcp serves (DNS rebinding: a page of another origin is refused);
+    # a request without an Origin header is not a browser page's, and is served.
+    mcp_allowed_origins: list[str] = field(default_factory=list)
 
     def kinds_file(self, part: str) -> Path:
         """The kinds file a production part runs on. `settled worker` and `settled api` never fall back
@@ -156,21 +169,11 @@ class Settings:
             raise SettingsError(f"SETTLED_API_WORKER={api_worker!r}: expected 1 or 0 (true or false)")
         api_keys = parse_api_keys(env.get("SETTLED_API_KEYS", ""))
         return cls(
-            vapi_wait_s=_seconds(
-                env,
-                "SETTLED_VAPI_WAIT_S",
-                DEFAULT_PLATFORM_WAIT_S,
-                least=PLATFORM_WAIT_RANGE_S[0],
-                most=PLATFORM_WAIT_RANGE_S[1],
-            ),
-            retell_wait_s=_seconds(
-                env,
-                "SETTLED_RETELL_WAIT_S",
-                DEFAULT_PLATFORM_WAIT_S,
-                least=PLATFORM_WAIT_RANGE_S[0],
-                most=PLATFORM_WAIT_RANGE_S[1],
-            ),
-            retell_api_keys=parse_retell_api_keys(env.get("SETTLED_RETELL_API_KEYS", ""), api_keys),
+            vapi_wait_s=_platform_wait(env, "SETTLED_VAPI_WAIT_S"),
+            retell_wait_s=_platform_wait(env, "SETTLED_RETELL_WAIT_S"),
+            elevenlabs_wait_s=_platform_wait(env, "SETTLED_ELEVENLABS_WAIT_S"),
+            retell_api_keys=_tenant_variables(env, "SETTLED_RETELL_API_KEYS", api_keys),
+            elevenlabs_webhook_secrets=_tenant_variables(env, "SETTLED_ELEVENLABS_WEBHOOK_SECRETS", api_keys),
             mcp_wait_s=_seconds(env, "SETTLED_MCP_WAIT_S", cls.mcp_wait_s, WAIT_MAX_S),
             api_worker=_SWITCH[api_worker],
             worker_metrics_port=int(metrics_port) if metrics_port else None,
@@ -182,7 +185,8 @@ class Settings:
             sandbox_url=sandbox_url,
             max_body_bytes=int(max_body),
             encryption_keys=_encryption_keys(env.get("SETTLED_ENCRYPTION_KEYS", "")),
-            codec_cors_origins=_origins(env.get("SETTLED_CODEC_CORS_ORIGINS", "")),
+            codec_cors_origins=_origins(env, "SETTLED_CODEC_CORS_ORIGINS"),
+            mcp_allowed_origins=_origins(env, "SETTLED_MCP_ALLOWED_ORIGINS"),
             rate_limit=parse_rate_limit(env.get("SETTLED_RATE_LIMIT", DEFAULT_RATE_LIMIT)),
         )
 
@@ -202,10 +206,11 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
     """A warning per SETTLED_* variable settled does not read (a typo of SETTLED_API_KEYS would
     otherwise run the API open), naming the closest known one."""
     env = os.environ if env is None else env
-    # The variables SETTLED_RETELL_API_KEYS names hold tenants' keys: read, whatever their names.
+    # The variables those lists name hold tenants' secrets: read, whatever their names.
     named = {
         variable + suffix
-        for entry in env.get("SETTLED_RETELL_API_KEYS", "").split(",")
+        for listing in _TENANT_SECRET_LISTS
+        for entry in env.get(listing, "").split(",")
         for variable in [entry.partition(":")[2].strip()]
         for suffix in ("", "_FILE")
     }
@@ -247,15 +252,25 @@ def parse_rate_limit(text: str) -> RateLimit | None:
     return RateLimit(per_s=per_s, burst=burst)
 
 
-def _origins(text: str) -> list[str]:
-    """Browser origins (`scheme://host[:port]`) allowed to call /codec; never `*`: the codec decrypts."""
-    origins = [origin.strip() for origin in text.split(",") if origin.strip()]
+def _platform_wait(env: Mapping[str, str], name: str) -> float:
+    least, most = PLATFORM_WAIT_RANGE_S
+    return _seconds(env, name, DEFAULT_PLATFORM_WAIT_S, least=least, most=most)
+
+
+def _tenant_variables(env: Mapping[str, str], name: str, api_keys: Mapping[str, str]) -> dict[str, str]:
+    return parse_tenant_variables(name, env.get(name, ""), api_keys)
+
+
+def _origins(env: Mapping[str, str], name: str) -> list[str]:
+    """Browser origins (`scheme://host[:port]`) in `name`, comma-separated; never `*`: each list lets
+    a browser page in (the codec decrypts, /mcp acts)."""
+    origins = [origin.strip() for origin in env.get(name, "").split(",") if origin.strip()]
     for origin in origins:
         parts = urlsplit(origin)
         if origin == "*" or http_url_problem(origin) or parts.path or parts.query or parts.fragment:
             raise SettingsError(
-                f"SETTLED_CODEC_CORS_ORIGINS: {origin!r} is not an origin; expected scheme://host[:port], "
-                "comma-separated (never *)"
+                f"{name}: {origin!r} is not an origin; expected scheme://host[:port], comma-separated "
+                "(never *)"
             )
     return origins
 
@@ -276,30 +291,27 @@ def _encryption_keys(text: str) -> dict[str, bytes]:
     return keys
 
 
-def parse_retell_api_keys(text: str, api_keys: Mapping[str, str]) -> dict[str, str]:
-    """`tenant_a:ENV_NAME,…` -> {tenant: ENV_NAME}: which variable holds each tenant's Retell API key
-    (the key that verifies a Retell request names its tenant). Each tenant must have a settled key."""
+def parse_tenant_variables(name: str, text: str, api_keys: Mapping[str, str]) -> dict[str, str]:
+    """`tenant_a:ENV_NAME,…` in the variable `name` -> {tenant: ENV_NAME}: which variable holds each
+    tenant's platform secret (Retell's API key, ElevenLabs' webhook secret; the secret that verifies a
+    request names its tenant). Each tenant must have a settled key."""
     variables: dict[str, str] = {}
     tenants = set(api_keys.values())
     for entry in filter(None, (part.strip() for part in text.split(","))):
         tenant, sep, variable = (part.strip() for part in entry.partition(":"))
         if not sep or not tenant or not variable:
-            raise SettingsError(
-                "SETTLED_RETELL_API_KEYS: each entry must be TENANT:VARIABLE (comma-separated)"
-            )
+            raise SettingsError(f"{name}: each entry must be TENANT:VARIABLE (comma-separated)")
         if not tenants:
-            raise SettingsError("SETTLED_RETELL_API_KEYS names tenants: set SETTLED_API_KEYS too")
+            raise SettingsError(f"{name} names tenants: set SETTLED_API_KEYS too")
         if tenant not in tenants:
-            raise SettingsError(f"SETTLED_RETELL_API_KEYS: {tenant!r} is not a tenant of SETTLED_API_KEYS")
+            raise SettingsError(f"{name}: {tenant!r} is not a tenant of SETTLED_API_KEYS")
         if not _VARIABLE.fullmatch(variable):
-            raise SettingsError(
-                f"SETTLED_RETELL_API_KEYS: tenant {tenant!r} names {variable!r}, which is not a variable name"
-            )
+            raise SettingsError(f"{name}: tenant {tenant!r} names {variable!r}, which is not a variable name")
         if tenant in variables:
-            raise SettingsError(f"SETTLED_RETELL_API_KEYS: tenant {tenant!r} is given twice")
+            raise SettingsError(f"{name}: tenant {tenant!r} is given twice")
         variables[tenant] = variable
     if text.strip() and not variables:
-        raise SettingsError("SETTLED_RETELL_API_KEYS is set but holds no TENANT:VARIABLE entry")
+        raise SettingsError(f"{name} is set but holds no TENANT:VARIABLE entry")
     return variables
 
 

@@ -13,9 +13,13 @@ from settled.runtime.config import Settings, parse_api_keys
 from settled.runtime.stack import Stack
 from tests.client.support import AsyncSandbox
 from tests.e2e.conftest import LONG_TIMEOUT
-from tests.mcp.support import KEYS, LEGACY, MODERN, WAIT_S, Endpoint
+from tests.mcp.support import ALLOWED_ORIGIN, KEYS, LEGACY, MODERN, WAIT_S, Endpoint
 
-ENV = {"SETTLED_API_KEYS": KEYS, "SETTLED_MCP_WAIT_S": str(WAIT_S)}
+ENV = {
+    "SETTLED_API_KEYS": KEYS,
+    "SETTLED_MCP_WAIT_S": str(WAIT_S),
+    "SETTLED_MCP_ALLOWED_ORIGINS": f"{ALLOWED_ORIGIN},http://127.0.0.1:6274",
+}
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +49,7 @@ def app_settings(stack: Stack) -> Settings:
         sandbox_url=stack.sandbox_url,
         api_worker=False,
         mcp_wait_s=WAIT_S,
+        mcp_allowed_origins=[ALLOWED_ORIGIN],
     )
 
 

@@ -17,6 +17,8 @@ KEY_A = "tenant-a-key-0123456789"
 KEY_B = "tenant-b-key-0123456789"
 KEYS = f"tenant_a:{KEY_A},tenant_b:{KEY_B}"
 WAIT_S = 3.0
+# The one browser origin (besides a local inspector's) whose pages may call /mcp.
+ALLOWED_ORIGIN = "https://assistant.example"
 # The 2025 revision (initialize handshake, sessions, server-to-client requests) or the 2026 one
 # (every request stands alone; what the server asks of the client comes back as `input_required`).
 LEGACY, MODERN = "legacy", "auto"

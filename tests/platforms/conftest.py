@@ -1,5 +1,6 @@
 """One stack for the platform tests: two tenants (acme, globex) with API keys, Vapi's HMAC secret in a
-file, each tenant's Retell key in a variable of its own (globex's through a file), and waits of 3 s."""
+file, each tenant's Retell key and ElevenLabs webhook secret in a variable of its own (globex's through
+a file), and waits of 3 s."""
 
 from collections.abc import Iterator
 
@@ -14,6 +15,8 @@ GLOBEX_KEY = "globex-key-0123456789"
 VAPI_HMAC_SECRET = "vapi-hmac-3b1f9c0e7d"
 ACME_RETELL_KEY = "key_acme_retell_5d2a8f"
 GLOBEX_RETELL_KEY = "key_globex_retell_91c4e6"
+ACME_ELEVENLABS_SECRET = "wsec_acme_elevenlabs_7e03b9d1"
+GLOBEX_ELEVENLABS_SECRET = "wsec_globex_elevenlabs_c8a25f40"
 WAIT_S = 3.0
 # The answer's way back over real HTTP on a loaded machine, on top of the wait.
 RETURN_SLACK_S = 1.0
@@ -22,6 +25,8 @@ SECRETS = {
     "the Vapi HMAC secret": VAPI_HMAC_SECRET,
     "acme's Retell key": ACME_RETELL_KEY,
     "globex's Retell key": GLOBEX_RETELL_KEY,
+    "acme's ElevenLabs webhook secret": ACME_ELEVENLABS_SECRET,
+    "globex's ElevenLabs webhook secret": GLOBEX_ELEVENLABS_SECRET,
 }
 
 
@@ -32,6 +37,7 @@ def platform_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     secrets.mkdir()
     (secrets / "vapi-hmac").write_text(VAPI_HMAC_SECRET + "\n")
     (secrets / "globex-retell").write_text(GLOBEX_RETELL_KEY + "\n")
+    (secrets / "globex-elevenlabs").write_text(GLOBEX_ELEVENLABS_SECRET + "\n")
     env = {
         "SETTLED_API_KEYS": f"acme:{ACME_KEY},globex:{GLOBEX_KEY}",
         "SETTLED_VAPI_HMAC_SECRET_FILE": str(secrets / "vapi-hmac"),
@@ -40,6 +46,10 @@ def platform_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "GLOBEX_RETELL_KEY_FILE": str(secrets / "globex-retell"),
         "SETTLED_VAPI_WAIT_S": str(WAIT_S),
         "SETTLED_RETELL_WAIT_S": str(WAIT_S),
+        "SETTLED_ELEVENLABS_WEBHOOK_SECRETS": "acme:ACME_ELEVENLABS_SECRET,globex:GLOBEX_ELEVENLABS_SECRET",
+        "ACME_ELEVENLABS_SECRET": ACME_ELEVENLABS_SECRET,
+        "GLOBEX_ELEVENLABS_SECRET_FILE": str(secrets / "globex-elevenlabs"),
+        "SETTLED_ELEVENLABS_WAIT_S": str(WAIT_S),
     }
     with Stack.on_free_ports(data_dir, TEST_KINDS, ui=False, extra_env=env).running() as stack:
         yield stack

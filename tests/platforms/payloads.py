@@ -1,6 +1,8 @@
-"""What Vapi and Retell send, built with their own SDKs: Vapi's server messages from vapi-server-sdk's
-types (validated back through them before they are sent), Retell's requests signed by retell-sdk's
-own signer. Nothing here imitates a platform by hand."""
+"""What Vapi, Retell and ElevenLabs send, built with their own SDKs: Vapi's server messages from
+vapi-server-sdk's types (validated back through them before they are sent), Retell's requests signed by
+retell-sdk's own signer, ElevenLabs' post-call webhooks from the elevenlabs SDK's conversation types,
+each signature accepted by the SDK's own verifier before it is sent. Nothing here imitates a platform
+by hand."""
 
 import datetime as dt
 import hashlib
@@ -11,6 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elevenlabs import ElevenLabs
+from elevenlabs.types import (
+    ConversationHistoryMetadataCommonModel,
+    ConversationHistoryTranscriptResponseModel,
+    GetConversationResponseModel,
+)
 from retell.lib.webhook_auth import symmetric
 from retell.types import WebCallResponse
 from settled.adapters.common import derived_operation_id
@@ -132,6 +140,62 @@ def retell_signed(api_key: str, body: bytes, at_ms: int | None = None) -> dict[s
     """X-Retell-Signature, made by retell-sdk's own signer."""
     signature = symmetric["sign"](body.decode(), api_key, at_ms)
     return {"x-retell-signature": signature, "content-type": "application/json"}
+
+
+# -- ElevenLabs --------------------------------------------------------------------------------------
+
+
+def elevenlabs_tool_call(conversation_id: str | None, tool: str, params: Any) -> bytes:
+    """What a server tool configured by `settled platform-tools elevenlabs` posts: the conversation id
+    from the system dynamic variable, the tool's name as a constant, the model's params."""
+    body = {"tool": tool, "params": params}
+    return json.dumps(
+        body if conversation_id is None else {"conversation_id": conversation_id, **body}
+    ).encode()
+
+
+def elevenlabs_post_call(
+    conversation_id: str, termination_reason: str, kind: str = "post_call_transcription"
+) -> bytes:
+    """A post-call webhook: its `data` is the conversation as the SDK's own type has it."""
+    conversation = GetConversationResponseModel(
+        agent_id="agent_settled_tests",
+        conversation_id=conversation_id,
+        status="done",
+        has_audio=True,
+        has_user_audio=True,
+        has_response_audio=True,
+        has_auxiliary_audio=False,
+        transcript=[
+            ConversationHistoryTranscriptResponseModel(
+                role="agent", message="How can I help?", time_in_call_secs=0
+            ),
+            ConversationHistoryTranscriptResponseModel(
+                role="user", message="Refund my order.", time_in_call_secs=2
+            ),
+        ],
+        metadata=ConversationHistoryMetadataCommonModel(
+            start_time_unix_secs=int(_CREATED.timestamp()),
+            call_duration_secs=21,
+            termination_reason=termination_reason,
+        ),
+    )
+    data = conversation.model_dump(mode="json", exclude_none=True)
+    return json.dumps({"type": kind, "event_timestamp": int(time.time()), "data": data}).encode()
+
+
+def elevenlabs_signed(secret: str, body: bytes, at: float | None = None) -> dict[str, str]:
+    """`ElevenLabs-Signature: t=…,v0=…` as ElevenLabs signs a webhook; a fresh one is first accepted by
+    the elevenlabs SDK's own verifier (`webhooks.construct_event`), so it is the platform's scheme."""
+    timestamp = str(int(time.time() if at is None else at))
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    header = f"t={timestamp},v0={digest}"
+    if at is None:
+        sdk = ElevenLabs(api_key="webhook-verification-only")
+        assert sdk.webhooks.construct_event(
+            rawBody=body.decode(), sig_header=header, secret=secret
+        ) == json.loads(body)
+    return {"elevenlabs-signature": header, "content-type": "application/json"}
 
 
 def example(name: str) -> Any:

@@ -1,5 +1,5 @@
-"""The Vapi HMAC secret and the Retell keys verify the webhooks and go nowhere else: not into an answer,
-an error, a part's log, or any workflow history the stack holds."""
+"""The Vapi HMAC secret, the Retell keys and the ElevenLabs webhook secrets verify the webhooks and go
+nowhere else: not into an answer, an error, a part's log, or any workflow history the stack holds."""
 
 import asyncio
 import time
@@ -9,8 +9,19 @@ from temporalio.client import Client
 
 from settled.runtime.stack import Stack
 from tests.helpers import REFUND, new_id
-from tests.platforms.conftest import ACME_KEY, ACME_RETELL_KEY, GLOBEX_RETELL_KEY, SECRETS, VAPI_HMAC_SECRET
+from tests.platforms.conftest import (
+    ACME_ELEVENLABS_SECRET,
+    ACME_KEY,
+    ACME_RETELL_KEY,
+    GLOBEX_ELEVENLABS_SECRET,
+    GLOBEX_RETELL_KEY,
+    SECRETS,
+    VAPI_HMAC_SECRET,
+)
 from tests.platforms.payloads import (
+    elevenlabs_post_call,
+    elevenlabs_signed,
+    elevenlabs_tool_call,
     retell_event,
     retell_function,
     retell_signed,
@@ -63,6 +74,17 @@ def test_the_webhook_secrets_are_in_no_answer_log_or_history(
         answers.append(
             webhook.post("/v1/platforms/retell/events", content=event, headers=retell_signed(key, event))
         )
+    tool = elevenlabs_tool_call(call_id, "refund_nodedup", REFUND)
+    answers.append(webhook.post("/v1/platforms/elevenlabs/tools", content=tool, headers=bearer))
+    for secret in (ACME_ELEVENLABS_SECRET, GLOBEX_ELEVENLABS_SECRET, "wsec_of_nobody_here_0000"):
+        ended = elevenlabs_post_call(call_id, "Client disconnected: 1000")
+        answers.append(
+            webhook.post(
+                "/v1/platforms/elevenlabs/events", content=ended, headers=elevenlabs_signed(secret, ended)
+            )
+        )
+    stale = elevenlabs_signed(ACME_ELEVENLABS_SECRET, ended, at=time.time() - 600)
+    answers.append(webhook.post("/v1/platforms/elevenlabs/events", content=ended, headers=stale))
     assert sorted({answer.status_code for answer in answers}) == [200, 204, 401]
 
     seen = {

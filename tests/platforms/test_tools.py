@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pydantic
 import pytest
+from elevenlabs.types import LiteralJsonSchemaProperty, ObjectJsonSchemaPropertyInput, ToolRequestModel
+from elevenlabs.types.tool_request_model_tool_config import ToolRequestModelToolConfig_Webhook
 from retell.types.llm_create_params import GeneralToolCustomTool
 from settled.adapters.common import AUTHORIZE_TOOL, CHECK_TOOL, load_action_kinds, tool_set
 from vapi.core.pydantic_utilities import parse_obj_as
@@ -74,6 +76,32 @@ def test_retell_tools_are_retell_custom_tools_pointing_at_the_functions_route(ki
         assert tool["speak_during_execution"] and "done" not in tool["execution_message_description"].lower()
 
 
+def test_elevenlabs_tools_are_webhook_tools_carrying_the_conversation_id(kinds_file: Path) -> None:
+    run = platform_tools(kinds_file, "elevenlabs", "--url", BASE, env={"SETTLED_ELEVENLABS_WAIT_S": "9"})
+    assert run.returncode == 0, run.stderr
+    tools = [ToolRequestModel.model_validate(tool).tool_config for tool in json.loads(run.stdout)]
+    expected = tool_set(load_action_kinds(kinds_file))
+    assert [tool.name for tool in tools] == [spec.name for spec in expected]  # type: ignore[union-attr]
+    for tool, spec in zip(tools, expected, strict=True):
+        assert isinstance(tool, ToolRequestModelToolConfig_Webhook)
+        assert tool.description == spec.description and tool.response_timeout_secs == 20
+        api = tool.api_schema
+        assert api.url == BASE + "/v1/platforms/elevenlabs/tools" and api.method == "POST"
+        body = api.request_body_schema
+        assert body is not None and body.properties is not None
+        conversation, name, params = (body.properties[key] for key in ("conversation_id", "tool", "params"))
+        # The conversation is ElevenLabs' own id, never the model's to fill; the tool's name a constant.
+        assert isinstance(conversation, LiteralJsonSchemaProperty)
+        assert conversation.dynamic_variable == "system__conversation_id" and conversation.description is None
+        assert isinstance(name, LiteralJsonSchemaProperty) and name.constant_value == spec.name
+        assert isinstance(params, ObjectJsonSchemaPropertyInput) and params.properties is not None
+        assert set(params.properties) == set(spec.parameters["properties"])
+        assert set(params.required or []) == set(spec.parameters.get("required", []))
+    refund = next(tool for tool in tools if tool.name == "refund")  # type: ignore[union-attr]
+    amount = refund.api_schema.request_body_schema.properties["params"].properties["amount"]  # type: ignore[union-attr]
+    assert amount.type == "number" and "more than 0" in amount.description
+
+
 def test_platform_tools_needs_the_kinds_file_and_a_url(kinds_file: Path) -> None:
     run = platform_tools(kinds_file, "vapi", env={"SETTLED_CONFIG": ""})
     assert run.returncode == 2 and "SETTLED_CONFIG" in run.stderr
@@ -89,6 +117,12 @@ def test_platform_tools_needs_the_kinds_file_and_a_url(kinds_file: Path) -> None
         ({"SETTLED_VAPI_WAIT_S": "0"}, "SETTLED_VAPI_WAIT_S"),
         ({"SETTLED_VAPI_WAIT_S": "31"}, "SETTLED_VAPI_WAIT_S"),
         ({"SETTLED_RETELL_WAIT_S": "soon"}, "SETTLED_RETELL_WAIT_S"),
+        ({"SETTLED_ELEVENLABS_WAIT_S": "40"}, "SETTLED_ELEVENLABS_WAIT_S"),
+        ({"SETTLED_ELEVENLABS_WEBHOOK_SECRETS": "acme:ACME_EL"}, "SETTLED_API_KEYS"),
+        (
+            {"SETTLED_API_KEYS": "acme:key-01234567", "SETTLED_ELEVENLABS_WEBHOOK_SECRETS": "nobody:X"},
+            "nobody",
+        ),
         ({"SETTLED_RETELL_API_KEYS": "acme:ACME_RETELL"}, "SETTLED_API_KEYS"),
         ({"SETTLED_API_KEYS": "acme:key-01234567", "SETTLED_RETELL_API_KEYS": "globex:G_KEY"}, "globex"),
         ({"SETTLED_API_KEYS": "acme:key-01234567", "SETTLED_RETELL_API_KEYS": "acme:not a name"}, "variable"),
@@ -113,10 +147,12 @@ def test_the_platform_settings_default_to_eight_seconds() -> None:
     assert keyed.retell_api_keys == {"acme": "ACME_RETELL"} and keyed.vapi_wait_s == 2.5
 
 
-def test_the_variables_holding_retell_keys_are_not_called_unknown() -> None:
+def test_the_variables_holding_platform_secrets_are_not_called_unknown() -> None:
     env = {
         "SETTLED_RETELL_API_KEYS": "acme:SETTLED_ACME_RETELL",
         "SETTLED_ACME_RETELL_FILE": "/run/secrets/acme-retell",
+        "SETTLED_ELEVENLABS_WEBHOOK_SECRETS": "acme:SETTLED_ACME_ELEVENLABS",
+        "SETTLED_ACME_ELEVENLABS": "wsec-value",
         "SETTLED_RETELL_WAIT": "8",
     }
     assert unknown_variables(env) == [

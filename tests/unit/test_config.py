@@ -46,6 +46,8 @@ dispatch = { method = "POST", url = "http://127.0.0.1:8100/refunds" }
         ("SETTLED_CODEC_CORS_ORIGINS", "*", "never *"),
         ("SETTLED_CODEC_CORS_ORIGINS", "http://127.0.0.1:8233/ui", "not an origin"),
         ("SETTLED_CODEC_CORS_ORIGINS", "127.0.0.1:8233", "not an origin"),
+        ("SETTLED_MCP_ALLOWED_ORIGINS", "*", "never *"),
+        ("SETTLED_MCP_ALLOWED_ORIGINS", "https://assistant.example/app", "not an origin"),
         ("SETTLED_WORKER_METRICS_PORT", "70000", "port number"),
         ("SETTLED_WORKER_METRICS_PORT", "metrics", "port number"),
         ("SETTLED_WORKER_CACHED_WORKFLOWS", "0", "1 to 1000000"),

@@ -1,5 +1,7 @@
-"""The /mcp route: the API key is checked here (401 in the API's own error shape, before the MCP
-transport reads anything), then the `mcp` package's streamable HTTP session manager serves the
+"""The /mcp route: where a request comes from and its API key are checked here (403 for a browser page
+of an origin not in `SETTLED_MCP_ALLOWED_ORIGINS`, as MCP's security guidance asks against DNS
+rebinding; 401 without a valid key; both in the API's own error shape, before the MCP transport reads
+anything), then the `mcp` package's streamable HTTP session manager serves the
 request. The manager lives for one lifespan of the app: the SDK runs a manager once only."""
 
 from collections.abc import AsyncIterator
@@ -23,9 +25,14 @@ class McpDoor:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers", []))
+        origin = headers.get(b"origin")
+        if origin is not None and not self._allowed(origin.decode("latin-1")):
+            message = "requests from this origin are not served (SETTLED_MCP_ALLOWED_ORIGINS)"
+            await send_error(send, 403, "forbidden", message)
+            return
         keys: dict[str, str] = self.app.state.settings.api_keys
         if keys:
-            headers = dict(scope.get("headers", []))
             scheme, _, presented = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
             bearer = presented if scheme.lower() == "bearer" else ""
             tenant = key_tenant(keys, bearer) if bearer else None
@@ -44,6 +51,12 @@ class McpDoor:
                 "/mcp is served only while the app's lifespan runs (settled.api.edges.mcp.door.serving)"
             )
         await sessions.handle_request(scope, receive, send)
+
+    def _allowed(self, origin: str) -> bool:
+        """Whether a browser page of `origin` may call (scheme and host compare without case, as
+        browsers send them lowercase; `null`, an opaque origin, is never allowed)."""
+        allowed: list[str] = self.app.state.settings.mcp_allowed_origins
+        return origin.strip().lower() in {entry.lower() for entry in allowed}
 
 
 def mount(app: FastAPI) -> None:

@@ -9,20 +9,24 @@ without tenants; with tenants, the variable `SETTLED_RETELL_API_KEYS` names for 
 verifies the signature names the tenant.
 """
 
-import logging
 import re
 import time
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request, Response
-from settled.api.edges.inprocess import tenant_key
+from fastapi import APIRouter, Request, Response
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
-from settled.api.edges.platforms.webhooks import fresh, hex_hmac, json_object, optional_secret, refused, same
+from settled.api.edges.platforms.webhooks import (
+    fresh,
+    hex_hmac,
+    json_object,
+    refused,
+    same,
+    signing_tenant,
+    tenant_api_key,
+)
 
-from settled.business.secrets import SecretError
 from settled.runtime.config import Settings
 
-log = logging.getLogger("settled.api.edges.platforms")
 router = APIRouter(prefix="/v1/platforms/retell", tags=["platforms"])
 
 API_KEY = "SETTLED_RETELL_API_KEY"
@@ -32,7 +36,7 @@ _SIGNATURE = re.compile(r"v=(\d{1,16}),d=([0-9a-f]{64})")
 @router.post("/functions", summary="A Retell custom function's URL: one function call")
 async def retell_function(request: Request) -> dict[str, str]:
     body = await request.body()
-    api_key = _api_key(request, _verified_tenant(request, body))
+    api_key = tenant_api_key(request, _verified_tenant(request, body))
     name, call_id, arguments = _function_call(json_object(body), request)
     if call_id is None:
         return {"result": "Not recorded: the request names no call (call.call_id). Nothing was sent."}
@@ -46,7 +50,7 @@ async def retell_function(request: Request) -> dict[str, str]:
 async def retell_event(request: Request) -> Response:
     body = await request.body()
     tenant = _verified_tenant(request, body)
-    api_key = _api_key(request, tenant)
+    api_key = tenant_api_key(request, tenant)
     payload = json_object(body)
     event, call = payload.get("event"), payload.get("call")
     call = call if isinstance(call, dict) else {}
@@ -90,29 +94,8 @@ def _verified_tenant(request: Request, body: bytes) -> str | None:
     if not fresh(int(signed_at) / 1000, time.time()):
         raise refused("the signature was not made within the last 300 s")
     settings: Settings = request.app.state.settings
-    keys = list(settings.retell_api_keys.items()) if settings.multi_tenant else [(None, API_KEY)]
-    checked = 0
-    for tenant, variable in keys:
-        try:
-            key = optional_secret(variable)
-        except SecretError:
-            continue  # logged, naming the variable: this tenant's requests are refused until it is fixed
-        if key is None:
-            continue
-        checked += 1
-        if same(hex_hmac(key, body + signed_at.encode()), digest):
-            return tenant
-    if not checked:
-        names = ", ".join(variable for _, variable in keys) or "SETTLED_RETELL_API_KEYS"
-        log.warning("a Retell request came and no Retell API key is set to verify it (%s)", names)
-    raise refused("the signature does not match the request")
 
+    def verifies(key: str) -> bool:
+        return same(hex_hmac(key, body + signed_at.encode()), digest)
 
-def _api_key(request: Request, tenant: str | None) -> str | None:
-    """The settled API key the tenant's requests go in with (None without tenants)."""
-    if tenant is None:
-        return None
-    key = tenant_key(request.app, tenant)
-    if key is None:  # the settings refuse a Retell tenant without a settled key: never here
-        raise HTTPException(401, "the tenant has no settled API key")
-    return key
+    return signing_tenant(request, "Retell", settings.retell_api_keys, API_KEY, verifies)

@@ -1,11 +1,14 @@
-"""`settled platform-tools vapi|retell [--url BASE]`: the adapters' tool set for the configured kinds, as
-each platform's tool definitions (JSON on stdout, to paste into the platform or send with its API),
-pointing at settled's webhook routes, so nobody copies a schema by hand.
+"""`settled platform-tools vapi|retell|elevenlabs [--url BASE]`: the adapters' tool set for the
+configured kinds, as each platform's tool definitions (JSON on stdout, to paste into the platform or
+send with its API), pointing at settled's webhook routes, so nobody copies a schema by hand.
 
 Vapi: a list of function tools (`POST /tool` bodies, or `model.tools` of an assistant), each with the
 server `BASE/v1/platforms/vapi`. Retell: a list of custom tools (`general_tools` of a Retell LLM),
-each with the URL `BASE/v1/platforms/retell/functions`. No credential is printed: the platform's own
-credential (Vapi's Bearer credential, Retell's API key) is set in the platform.
+each with the URL `BASE/v1/platforms/retell/functions`. ElevenLabs: a list of `POST /v1/convai/tools`
+bodies, each a webhook (server) tool posting `{conversation_id, tool, params}` to
+`BASE/v1/platforms/elevenlabs/tools`, the conversation id from the system dynamic variable. No
+credential is printed: the platform's own credential (Vapi's Bearer credential, Retell's API key, the
+ElevenLabs tool's Authorization header as a workspace secret) is set in the platform.
 """
 
 import argparse
@@ -22,6 +25,7 @@ from settled.runtime.config import Settings, SettingsError
 
 VAPI_PATH = "/v1/platforms/vapi"
 RETELL_PATH = "/v1/platforms/retell/functions"
+ELEVENLABS_PATH = "/v1/platforms/elevenlabs/tools"
 DEFAULT_BASE = "http://127.0.0.1:8000"
 # The platform's own time for a tool call: past settled's wait, so settled's answer always comes first.
 SLACK_S = 5
@@ -63,9 +67,90 @@ def retell_tools(tools: list[ToolSpec], base: str, wait_s: float) -> list[dict[s
     ]
 
 
+# What ElevenLabs' tool schema can hold of a property (a value of one type, or an object or array of
+# them); other JSON Schema keywords (bounds, patterns) are said in words: settled checks them anyway.
+_LITERAL_TYPES = ("string", "number", "integer", "boolean")
+_SAID_IN_WORDS = {
+    "minimum": "at least {}",
+    "exclusiveMinimum": "more than {}",
+    "maximum": "at most {}",
+    "exclusiveMaximum": "less than {}",
+    "minLength": "at least {} characters",
+    "maxLength": "at most {} characters",
+    "pattern": "matching {}",
+    "format": "in the format {}",
+}
+
+
+def elevenlabs_property(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema property as ElevenLabs' tool schema has it, the model providing its value."""
+    kind = schema.get("type", "string")
+    if kind == "object":
+        return {**elevenlabs_object(schema), "description": schema.get("description", f"the {name}")}
+    if kind == "array":
+        items = schema.get("items", {})
+        return {
+            "type": "array",
+            "description": schema.get("description", f"the {name}"),
+            "items": elevenlabs_property(name, items if isinstance(items, dict) else {}),
+        }
+    limits = [said.format(schema[key]) for key, said in _SAID_IN_WORDS.items() if key in schema]
+    description = schema.get("description", f"the {name.replace('_', ' ')}")
+    prop: dict[str, Any] = {
+        "type": kind if kind in _LITERAL_TYPES else "string",
+        "description": description + (f" ({', '.join(limits)})" if limits else ""),
+    }
+    if isinstance(schema.get("enum"), list):
+        prop["enum"] = [str(value) for value in schema["enum"]]
+    return prop
+
+
+def elevenlabs_object(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties", {})
+    return {
+        "type": "object",
+        "required": list(schema.get("required", [])),
+        "properties": {name: elevenlabs_property(name, prop) for name, prop in properties.items()},
+    }
+
+
+def elevenlabs_body(tool: ToolSpec) -> dict[str, Any]:
+    """What the tool posts: the conversation (ElevenLabs' own id, a system dynamic variable), the tool's
+    name (a constant) and the params (the model's)."""
+    params = {**elevenlabs_object(tool.parameters), "description": "the details, as the caller agreed them"}
+    return {
+        "type": "object",
+        "description": f"a call of the tool {tool.name}",
+        "required": ["conversation_id", "tool", "params"],
+        "properties": {
+            "conversation_id": {"type": "string", "dynamic_variable": "system__conversation_id"},
+            "tool": {"type": "string", "constant_value": tool.name},
+            "params": params,
+        },
+    }
+
+
+def elevenlabs_tools(tools: list[ToolSpec], base: str, wait_s: float) -> list[dict[str, Any]]:
+    timeout_s = max(20, math.ceil(wait_s) + SLACK_S)  # ElevenLabs' default is 20 s
+    api_schema = {"url": base + ELEVENLABS_PATH, "method": "POST", "content_type": "application/json"}
+    return [
+        {
+            "tool_config": {
+                "type": "webhook",
+                "name": tool.name,
+                "description": tool.description,
+                "response_timeout_secs": timeout_s,
+                "api_schema": {**api_schema, "request_body_schema": elevenlabs_body(tool)},
+            }
+        }
+        for tool in tools
+    ]
+
+
 PLATFORMS: dict[str, tuple[Callable[[list[ToolSpec], str, float], list[dict[str, Any]]], str]] = {
     "vapi": (vapi_tools, "vapi_wait_s"),
     "retell": (retell_tools, "retell_wait_s"),
+    "elevenlabs": (elevenlabs_tools, "elevenlabs_wait_s"),
 }
 
 

@@ -17,8 +17,15 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
-from settled.api.edges.platforms.webhooks import fresh, hex_hmac, json_object, optional_secret, refused, same
-from settled.api.page.access import key_tenant
+from settled.api.edges.platforms.webhooks import (
+    bearer_caller,
+    fresh,
+    hex_hmac,
+    json_object,
+    optional_secret,
+    refused,
+    same,
+)
 
 from settled.business.secrets import SecretError
 
@@ -34,7 +41,7 @@ _MILLISECONDS_FROM = 10**11
 async def vapi_message(request: Request) -> Any:
     body = await request.body()
     _check_signature(request, body)
-    tenant, api_key = _caller(request)
+    tenant, api_key = bearer_caller(request, "x-vapi-secret")
     message = json_object(body).get("message")
     if not isinstance(message, dict):
         raise HTTPException(400, "the body has no message object")
@@ -109,19 +116,3 @@ def _check_signature(request: Request, body: bytes) -> None:
         raise refused("the signature was not made within the last 300 s")
     if not same(hex_hmac(secret, timestamp.encode() + b"." + body), signature.strip().lower()):
         raise refused("the signature does not match the request")
-
-
-def _caller(request: Request) -> tuple[str | None, str | None]:
-    """(tenant, settled API key): (None, None) without API keys; 401 without a valid one."""
-    keys: dict[str, str] = request.app.state.settings.api_keys
-    if not keys:
-        return None, None
-    scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
-    presented = bearer.strip() if scheme.lower() == "bearer" else ""
-    presented = presented or request.headers.get("x-vapi-secret", "").strip()
-    if not presented:
-        raise refused("an Authorization: Bearer <key> (or X-Vapi-Secret) header is required")
-    tenant = key_tenant(keys, presented)
-    if tenant is None:
-        raise refused("the API key is not valid")
-    return tenant, presented

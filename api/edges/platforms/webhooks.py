@@ -6,10 +6,14 @@ import hashlib
 import hmac
 import json
 import logging
+from collections.abc import Callable
 
-from fastapi import HTTPException
+from fastapi import HTTPException, Request
+from settled.api.edges.inprocess import tenant_key
+from settled.api.page.access import key_tenant
 
 from settled.business.secrets import SecretError, read_secret, secret_is_set
+from settled.runtime.config import Settings
 
 log = logging.getLogger("settled.api.edges.platforms")
 
@@ -64,3 +68,58 @@ def json_object(body: bytes) -> dict[str, object]:
     if not isinstance(value, dict):
         raise HTTPException(400, "the body is not a JSON object")
     return value
+
+
+def signing_tenant(
+    request: Request, platform: str, variables: dict[str, str], variable: str, verifies: Callable[[str], bool]
+) -> str | None:
+    """The tenant whose platform secret `verifies` the request: without tenants, the secret in
+    `variable` (the tenant None); with tenants, each tenant's in the variable `variables` names for it.
+    401 when none does. A secret that is set but cannot be read is skipped (logged, naming the
+    variable): that tenant's requests are refused until it is fixed."""
+    settings: Settings = request.app.state.settings
+    candidates = list(variables.items()) if settings.multi_tenant else [(None, variable)]
+    checked = 0
+    for tenant, name in candidates:
+        try:
+            secret = optional_secret(name)
+        except SecretError:
+            continue
+        if secret is None:
+            continue
+        checked += 1
+        if verifies(secret):
+            return tenant
+    if not checked:
+        names = ", ".join(name for _, name in candidates) or "none is configured"
+        log.warning("a %s request came and no secret is set to verify it (%s)", platform, names)
+    raise refused("the signature does not match the request")
+
+
+def tenant_api_key(request: Request, tenant: str | None) -> str | None:
+    """The settled API key a tenant's requests go in with (None without tenants)."""
+    if tenant is None:
+        return None
+    key = tenant_key(request.app, tenant)
+    if key is None:  # the settings refuse a platform's tenant without a settled key: never here
+        raise HTTPException(401, "the tenant has no settled API key")
+    return key
+
+
+def bearer_caller(request: Request, legacy_header: str | None = None) -> tuple[str | None, str | None]:
+    """(tenant, settled API key) of a platform that presents the tenant's settled API key as its Bearer
+    credential (or in `legacy_header`): (None, None) without API keys; 401 without a valid one."""
+    keys: dict[str, str] = request.app.state.settings.api_keys
+    if not keys:
+        return None, None
+    scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+    presented = bearer.strip() if scheme.lower() == "bearer" else ""
+    if legacy_header is not None:
+        presented = presented or request.headers.get(legacy_header, "").strip()
+    if not presented:
+        also = f" (or {legacy_header})" if legacy_header else ""
+        raise refused(f"an Authorization: Bearer <key>{also} header is required")
+    tenant = key_tenant(keys, presented)
+    if tenant is None:
+        raise refused("the API key is not valid")
+    return tenant, presented

@@ -1,0 +1,116 @@
+"""`POST /v1/platforms/elevenlabs/tools` (the URL of an ElevenLabs Agents server tool) and `POST
+/v1/platforms/elevenlabs/events` (the workspace's post-call webhook), for conversation
+`elevenlabs:{conversation_id}`, ElevenLabs' own conversation id.
+
+A server tool's body is `{"conversation_id", "tool", "params"}`, as `settled platform-tools elevenlabs`
+configures it: the conversation id from the system dynamic variable `system__conversation_id`, the
+tool's name a constant, the params from the model. It is answered 200 `{"result": text}`, the adapters'
+truthful text, within `SETTLED_ELEVENLABS_WAIT_S`; with API keys, the tool's `Authorization: Bearer
+KEY` header (a workspace secret at ElevenLabs) names the tenant.
+
+The post-call webhook closes the voice channel once, however often it is delivered
+(`post_call_transcription`, and `call_initiation_failure` for a call that never connected); other
+types answer 200 and change nothing. It is verified as ElevenLabs signs it: `ElevenLabs-Signature:
+t={unix seconds},v0={hex HMAC-SHA256 of "{t}.{raw body}"}`, at most 300 s old, compared in constant
+time, keyed with `SETTLED_ELEVENLABS_WEBHOOK_SECRET` without tenants and, with tenants, the variable
+`SETTLED_ELEVENLABS_WEBHOOK_SECRETS` names for each: the secret that verifies names the tenant.
+"""
+
+import re
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
+from settled.api.edges.platforms.webhooks import (
+    bearer_caller,
+    fresh,
+    hex_hmac,
+    json_object,
+    refused,
+    same,
+    signing_tenant,
+    tenant_api_key,
+)
+
+from settled.runtime.config import Settings
+
+router = APIRouter(prefix="/v1/platforms/elevenlabs", tags=["platforms"])
+
+WEBHOOK_SECRET = "SETTLED_ELEVENLABS_WEBHOOK_SECRET"
+CONVERSATION_VARIABLE = "system__conversation_id"
+# The post-call webhook's types that end a call: what the call was, and why it ended.
+CLOSING = {"post_call_transcription": "termination_reason", "call_initiation_failure": "failure_reason"}
+_SIGNATURE_PART = re.compile(r"(t|v0)=([^,]*)")
+
+
+@router.post("/tools", summary="An ElevenLabs Agents server tool's URL: one tool call")
+async def elevenlabs_tool(request: Request) -> dict[str, str]:
+    body = await request.body()
+    _, api_key = bearer_caller(request)
+    payload = json_object(body)
+    tool, conversation = payload.get("tool"), payload.get("conversation_id")
+    if not isinstance(conversation, str) or not conversation.strip():
+        return {
+            "result": f"Not recorded: the request names no conversation (conversation_id, from the dynamic "
+            f"variable {CONVERSATION_VARIABLE}). Nothing was sent."
+        }
+    wait_s: float = request.app.state.settings.elevenlabs_wait_s
+    calls = [ToolCall(tool if isinstance(tool, str) else "", payload.get("params", {}))]
+    [answer] = await answer_calls(request.app, api_key, f"elevenlabs:{conversation}", calls, wait_s)
+    return {"result": answer}
+
+
+@router.post("/events", summary="The ElevenLabs post-call webhook: the end of a call")
+async def elevenlabs_event(request: Request) -> Any:
+    body = await request.body()
+    tenant = _verified_tenant(request, body)
+    api_key = tenant_api_key(request, tenant)
+    payload = json_object(body)
+    kind, data = payload.get("type"), payload.get("data")
+    data = data if isinstance(data, dict) else {}
+    conversation = data.get("conversation_id")
+    if kind in CLOSING and isinstance(conversation, str) and conversation:
+        reason = _reason(data, CLOSING[str(kind)])
+        conversation_id = f"elevenlabs:{conversation}"
+        refusal = await record_channel_event(
+            request.app, tenant, api_key, conversation_id, "channel_closed", reason
+        )
+        if refusal is not None:
+            return refusal
+    return {}
+
+
+def _reason(data: dict[str, Any], field: str) -> object:
+    """Why the call ended: the transcription's `metadata.termination_reason`, or the failure's
+    `failure_reason` (at the top of `data`, or in its metadata)."""
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return metadata.get(field) or data.get(field)
+
+
+def _verified_tenant(request: Request, body: bytes) -> str | None:
+    """The tenant whose webhook secret verifies `ElevenLabs-Signature` (None without tenants); 401 if
+    none does, or the signature is more than 300 s old."""
+    signed_at, digest = _signature(request)
+    if not signed_at.isdigit() or not digest:
+        raise refused("ElevenLabs-Signature is required: t=<unix seconds>,v0=<hex HMAC-SHA256>")
+    if not fresh(int(signed_at), time.time()):
+        raise refused("the signature was not made within the last 300 s")
+    settings: Settings = request.app.state.settings
+
+    def verifies(secret: str) -> bool:
+        return same(hex_hmac(secret, signed_at.encode() + b"." + body), digest)
+
+    secrets = settings.elevenlabs_webhook_secrets
+    return signing_tenant(request, "ElevenLabs", secrets, WEBHOOK_SECRET, verifies)
+
+
+def _signature(request: Request) -> tuple[str, str]:
+    """The header's `t=` and `v0=` values ("" where missing; parts of another scheme are not read)."""
+    parts: dict[str, str] = {}
+    for part in request.headers.get("elevenlabs-signature", "").split(","):
+        matched = _SIGNATURE_PART.fullmatch(part.strip())
+        if matched is not None:
+            parts.setdefault(matched[1], matched[2])
+    return parts.get("t", ""), parts.get("v0", "")
