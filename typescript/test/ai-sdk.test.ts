@@ -95,7 +95,7 @@ test("a lost answer in a chat: not done until verified, then confirmed; a model 
   const params = refund();
   const op = await derivedOperationId(conversation, "refund", params);
   await sandbox.fault("refunds", "create", "drop_after_apply", op);
-  const chat = new SettledChat(settled, conversation, await actionKinds(settled, ["refund"]), { waitS: 1 });
+  const chat = new SettledChat(settled, conversation, await actionKinds(settled, ["refund"]), { waitS: 1, authorizeOnCall: true });
   const answers: string[] = [];
   const model = scripted([
     callTool("refund", params),

@@ -24,7 +24,7 @@ interface Call {
 async function call(): Promise<Call> {
   const settled = client();
   const conversation = newId("conv");
-  const bridge = new SettledRealtime(settled, conversation, await actionKinds(settled, ["refund"]), { waitS: 5 });
+  const bridge = new SettledRealtime(settled, conversation, await actionKinds(settled, ["refund"]), { waitS: 5, authorizeOnCall: true });
   const agent = new RealtimeAgent({ name: "support", instructions: "Help with refunds.", tools: bridge.tools() });
   const transport = new ScriptedRealtimeTransport();
   const session = new RealtimeSession(agent, { transport });
