@@ -3,33 +3,12 @@ real stack: its client, its adapters driving the real `@openai/agents-realtime` 
 judged by the sandbox's records. Its output is passed through; its exit code is the verdict."""
 
 import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from settled.runtime.stack import Stack
 
-PACKAGE = Path(__file__).resolve().parents[2] / "typescript"
-
-
-def npm(*args: str, env: dict[str, str] | None = None, timeout_s: float = 170) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["npm", *args], cwd=PACKAGE, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
-    )
-
-
-@pytest.fixture(scope="module")
-def built() -> Path:
-    if shutil.which("npm") is None:
-        pytest.fail("npm is not installed: `make install` installs Node.js and the package's modules")
-    if not (PACKAGE / "node_modules").is_dir():
-        pytest.fail("typescript/node_modules is missing: run `make install` (npm ci)")
-    build = npm("run", "build")
-    assert build.returncode == 0, build.stdout + build.stderr
-    return PACKAGE
+from tests.typescript.conftest import npm
 
 
 def test_the_typescript_suite_passes_against_a_real_stack(built: Path, stack: Stack) -> None:
