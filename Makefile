@@ -23,7 +23,7 @@ $(TS_MODULES): $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(TS_MODULES)
 
-$(TS_BUILT): $(TS_MODULES) $(TS)/tsconfig.json $(TS)/tsconfig.test.json $(wildcard $(TS)/src/*.ts $(TS)/src/*/*.ts $(TS)/test/*.ts)
+$(TS_BUILT): $(TS_MODULES) $(TS)/tsconfig.json $(TS)/tsconfig.test.json $(wildcard $(TS)/src/*.ts $(TS)/src/*/*.ts $(TS)/test/*.ts $(TS)/examples/*.ts)
 	cd $(TS) && npm run --silent build
 	touch $(TS_BUILT)
 

@@ -19,13 +19,18 @@ def ask_from_typescript(stack: Stack, conversation: str, arguments: str) -> str:
     script = PACKAGE / "build" / "test" / "ask-once.js"
     run = subprocess.run(
         ["node", str(script), stack.api_url, conversation, "refund", arguments],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     return run.stdout.strip()
 
 
-@pytest.mark.parametrize("typescript_first", [False, True], ids=["python-then-typescript", "typescript-then-python"])
+@pytest.mark.parametrize(
+    "typescript_first", [False, True], ids=["python-then-typescript", "typescript-then-python"]
+)
 async def test_one_request_from_two_languages_is_one_action(
     built: Path,
     stack: Stack,
@@ -35,13 +40,11 @@ async def test_one_request_from_two_languages_is_one_action(
     conversation = new_id("conv")
     order = f"Zu\u0308rich-{new_id('order')}"  # decomposed in Python, composed in TypeScript
     python_params = {"order_id": order, "amount": 12.0, "currency": "EUR"}
-    typescript_arguments = '{"currency": "EUR", "amount": 12, "order_id": %s}' % json.dumps(
-        order.replace("u\u0308", "\u00fc"), ensure_ascii=False
-    )
+    composed = json.dumps(order.replace("u\u0308", "\u00fc"), ensure_ascii=False)
+    typescript_arguments = f'{{"currency": "EUR", "amount": 12, "order_id": {composed}}}'
     async with SettledClient(stack.api_url, timeout_s=20) as client:
-        channel = SettledChannel(
-            client, conversation, load_action_kinds(stack.config, names=["refund"]), authorize_on_call=True, wait_s=5
-        )
+        kinds = load_action_kinds(stack.config, names=["refund"])
+        channel = SettledChannel(client, conversation, kinds, authorize_on_call=True, wait_s=5)
         if typescript_first:
             spoken = ask_from_typescript(stack, conversation, typescript_arguments)
             status = await channel.request("refund", python_params)

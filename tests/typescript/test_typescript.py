@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 from settled.runtime.stack import Stack
-
 from tests.typescript.conftest import npm
 
 

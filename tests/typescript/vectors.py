@@ -17,6 +17,7 @@ from settled.adapters.common import (
     tool_answer,
     tool_set,
 )
+
 from settled.client import SettledAPIError, SettledError, SettledUnreachable
 from settled.domain.canonical import canonical_params
 from settled.domain.models import ActionStatus
@@ -129,7 +130,12 @@ def _text() -> dict[str, Any]:
             for group in ([], STATUSES[:1], STATUSES)
         ],
         "error_answer": [
-            {"code": error.code, "message": error.message, "status": error.status, "text": error_answer(error)}
+            {
+                "code": error.code,
+                "message": error.message,
+                "status": error.status,
+                "text": error_answer(error),
+            }
             for error in ERRORS
         ],
         "tool_set": {
