@@ -18,17 +18,7 @@
 import { type ToolSet, jsonSchema, tool } from "ai";
 import { type ChannelOptions, SettledChannel, now } from "../channel.js";
 import type { SettledClient } from "../client.js";
-import type { Params } from "../ids.js";
-import {
-  AUTHORIZE_DESCRIPTION,
-  AUTHORIZE_TOOL,
-  type ActionKind,
-  CHECK_DESCRIPTION,
-  CHECK_TOOL,
-  operationIdParameters,
-  toolDescription,
-  toolName,
-} from "../text.js";
+import type { ActionKind } from "../text.js";
 
 interface StepLike {
   stepNumber: number;
@@ -46,30 +36,18 @@ export class SettledChat {
     this.settled = new SettledChannel(client, conversationId, kinds, { channel: "text", ...options });
   }
 
-  /** The kinds as AI SDK tools, `verify_action`, and `authorize_action` when a kind needs a go-ahead. */
+  /** The tool set (`SettledChannel.tools`) as AI SDK tools: one per kind, `verify_action`, and `authorize_action` when needed. */
   tools(): ToolSet {
     const settled = this.settled;
-    const tools: ToolSet = {};
-    for (const kind of settled.kinds) {
-      tools[toolName(kind)] = tool({
-        description: toolDescription(kind),
-        inputSchema: jsonSchema<Params>(kind.paramsSchema),
-        execute: (params: Params) => settled.answerRequest(toolName(kind), params),
-      });
-    }
-    tools[CHECK_TOOL] = tool({
-      description: CHECK_DESCRIPTION,
-      inputSchema: jsonSchema<{ operation_id?: string }>(operationIdParameters(false)),
-      execute: ({ operation_id }) => settled.answerCheck(operation_id || undefined),
-    });
-    if (settled.needsAuthorizeTool) {
-      tools[AUTHORIZE_TOOL] = tool({
-        description: AUTHORIZE_DESCRIPTION,
-        inputSchema: jsonSchema<{ operation_id: string }>(operationIdParameters(true)),
-        execute: ({ operation_id }) => settled.answerAuthorize(operation_id),
-      });
-    }
-    return tools;
+    const entries = settled.tools().map((spec) => [
+      spec.name,
+      tool({
+        description: spec.description,
+        inputSchema: jsonSchema<Record<string, unknown>>(spec.parameters),
+        execute: (input: Record<string, unknown>) => settled.answerTool(spec.name, input),
+      }),
+    ]);
+    return Object.fromEntries(entries) as ToolSet;
   }
 
   /**

@@ -29,17 +29,7 @@
 import { type FunctionTool, type RealtimeSession, tool } from "@openai/agents-realtime";
 import { type ChannelOptions, SettledChannel } from "../channel.js";
 import type { SettledClient } from "../client.js";
-import type { Params } from "../ids.js";
-import {
-  AUTHORIZE_DESCRIPTION,
-  AUTHORIZE_TOOL,
-  type ActionKind,
-  CHECK_DESCRIPTION,
-  CHECK_TOOL,
-  operationIdParameters,
-  toolDescription,
-  toolName,
-} from "../text.js";
+import type { ActionKind } from "../text.js";
 
 /** The session's output audio: pcm16 at 24 kHz (the default), or G.711 at 8 kHz. */
 export type AudioFormat = "pcm16" | "g711_ulaw" | "g711_alaw";
@@ -79,39 +69,18 @@ export class SettledRealtime {
     this.#bytesPerMs = BYTES_PER_MS[options.audioFormat ?? "pcm16"];
   }
 
-  /** One tool per kind, the "did you do it?" tool, and the go-ahead tool when a kind needs it. */
+  /** The tool set (`SettledChannel.tools`): one tool per kind, `verify_action`, and `authorize_action` when needed. */
   tools(): FunctionTool<any, any, string>[] {
     const settled = this.settled;
-    const tools = settled.kinds.map((kind) =>
+    return settled.tools().map((spec) =>
       tool({
-        name: toolName(kind),
-        description: toolDescription(kind),
-        parameters: kind.paramsSchema as unknown as LooseSchema,
+        name: spec.name,
+        description: spec.description,
+        parameters: spec.parameters as unknown as LooseSchema,
         strict: false,
-        execute: (input: unknown) => settled.answerTool(toolName(kind), input),
+        execute: (input: unknown) => settled.answerTool(spec.name, input),
       }),
     );
-    tools.push(
-      tool({
-        name: CHECK_TOOL,
-        description: CHECK_DESCRIPTION,
-        parameters: operationIdParameters(false) as unknown as LooseSchema,
-        strict: false,
-        execute: (input: unknown) => settled.answerTool(CHECK_TOOL, input),
-      }),
-    );
-    if (settled.needsAuthorizeTool) {
-      tools.push(
-        tool({
-          name: AUTHORIZE_TOOL,
-          description: AUTHORIZE_DESCRIPTION,
-          parameters: operationIdParameters(true) as unknown as LooseSchema,
-          strict: false,
-          execute: (input: unknown) => settled.answerTool(AUTHORIZE_TOOL, input),
-        }),
-      );
-    }
-    return tools;
   }
 
   /** Forward the session's events to settled; call before `session.connect`. */
@@ -195,4 +164,3 @@ export class SettledRealtime {
   }
 }
 
-export type { Params };
