@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install lint layers unit golden clean browser screenshots compose-check bench
+.PHONY: dev test install typescript lint layers unit golden clean browser screenshots compose-check bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,7 +12,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[server,tools,test,openai-agents,pipecat,livekit]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The TypeScript package (typescript/, docs/typescript.md): Node.js from Debian when missing (we are root),
+# its modules from the lockfile (npm ci, skipped while up to date), then its build (dist/ and the tests).
+TS := typescript
+TS_MODULES := $(TS)/node_modules/.installed
+TS_BUILT := $(TS)/build/.built
+$(TS_MODULES): $(TS)/package.json $(TS)/package-lock.json
+	@command -v npm >/dev/null || [ "$$(id -u)" != 0 ] \
+	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(TS_MODULES)
+
+$(TS_BUILT): $(TS_MODULES) $(TS)/tsconfig.json $(TS)/tsconfig.test.json $(wildcard $(TS)/src/*.ts $(TS)/src/*/*.ts $(TS)/test/*.ts $(TS)/examples/*.ts)
+	cd $(TS) && npm run --silent build
+	touch $(TS_BUILT)
+
+typescript: $(TS_BUILT)
+
+install: $(STAMP) $(TS_BUILT)
 
 dev: $(STAMP)
 	$(BIN)/settled dev
@@ -50,7 +67,7 @@ layers: $(STAMP)
 	$(BIN)/pip install --quiet --no-deps --target $(LAYERS_DIR) . 2>/dev/null
 	cd $(LAYERS_DIR) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml
 
-test: lint layers browser compose-check
+test: lint layers browser compose-check typescript
 	$(BIN)/python -m pytest -q
 
 screenshots: $(STAMP) browser
