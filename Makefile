@@ -9,6 +9,10 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	# google-adk first: every release caps opentelemetry at 1.44, below the 1.45 that the server and
+	# livekit-agents pin, so it cannot be resolved with them; installed before them, it runs on theirs
+	# (tests/adapters/test_google_adk.py proves it) and pip reports the cap.
+	$(BIN)/pip install --quiet 'google-adk==2.13.0'
 	$(BIN)/pip install --quiet -e '.[server,tools,test,openai-agents,pipecat,livekit]'
 	touch $(STAMP)
 

@@ -1,5 +1,5 @@
-"""Channel adapters: settled under the OpenAI Agents SDK (realtime), Pipecat, LiveKit Agents and an
-app that serves Twilio ConversationRelay's WebSocket.
+"""Channel adapters: settled under the OpenAI Agents SDK (realtime), Pipecat, LiveKit Agents,
+Google's ADK (Gemini Live) and an app that serves Twilio ConversationRelay's WebSocket.
 
 Each adapter lives in its own module and imports its framework only there, so `import adapters`
 (and `adapters.common`) works without any of them installed:
@@ -8,6 +8,7 @@ Each adapter lives in its own module and imports its framework only there, so `i
     pip install 'settled[pipecat]'         # adapters.pipecat
     pip install 'settled[livekit]'         # adapters.livekit
     pip install settled                    # adapters.conversation_relay (JSON messages: no extra)
+    pip install 'settled[google-adk]'      # adapters.google_adk
 """
 
 from settled.adapters.common import (

@@ -1,0 +1,245 @@
+"""Google's ADK in a live run, driven for real through its own live model interfaces (a scripted
+Gemini Live connection, tests/adapters/gemini_live.py), offline, against the real stack, judged by
+the sandbox's records.
+
+The founding failure: on Gemini Live a caller says "stop" while the refund is at the service; the
+model, knowing nothing of it, says "I've cancelled the refund", and the refund goes through. With
+settled the model has only verified state to speak from: its next words say the refund is not
+confirmed yet, then that it went through, and the service holds exactly that one refund.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+
+pytest.importorskip("google.adk", reason="Google's ADK is not installed: pip install 'settled[google-adk]'")
+
+from google.adk.agents import Agent, LiveRequestQueue, RunConfig
+from google.adk.runners import InMemoryRunner
+from google.genai import types
+from settled.adapters.common import ActionKind
+from settled.adapters.google_adk import SettledLive
+
+from examples.scripted import FILLER, VERIFY_TOOL, RefundScript, ToolCall
+from settled.domain.models import ActionStatus
+from settled.domain.states import State
+from tests.adapters.conftest import SentClient
+from tests.adapters.gemini_live import ScriptedGemini, ScriptedLive, Speaker
+from tests.adapters.heard import (
+    CUT_BY_THE_HANG_UP,
+    HEARD_THEN_HUNG_UP,
+    Caller,
+    heard_in_full,
+    owed,
+    recorded_heard,
+)
+from tests.client.support import AsyncSandbox, eventually, new_id
+
+MS_PER_CHAR = 12.0
+
+
+class StopScript(RefundScript):
+    """The refund script, and a caller who says "stop": the model asks settled what is true."""
+
+    def decide(self, user_text: str) -> ToolCall | None:
+        if "stop" in user_text.lower():
+            return ToolCall(VERIFY_TOOL, {})
+        return super().decide(user_text)
+
+
+@dataclass
+class Call:
+    queue: LiveRequestQueue
+    model: ScriptedLive
+    bridge: SettledLive
+    speaker: Speaker
+    script: RefundScript
+
+    def says(self, text: str) -> None:
+        self.queue.send_content(types.Content(role="user", parts=[types.Part(text=text)]))
+
+
+@asynccontextmanager
+async def call(
+    caller: Caller,
+    *,
+    non_blocking: bool = False,
+    scheduling: types.FunctionResponseScheduling = types.FunctionResponseScheduling.WHEN_IDLE,
+) -> AsyncIterator[Call]:
+    """A live ADK run whose audio plays to the caller in real time; leaving the block is the caller
+    hanging up (the line goes dead, the app closes the request queue), wherever the audio is."""
+    script = StopScript(refund=caller.params)
+    model = ScriptedLive(
+        script, call_prefix=new_id("call"), ms_per_char=MS_PER_CHAR, filler=FILLER if non_blocking else None
+    )
+    bridge = SettledLive(
+        caller.settled,
+        caller.conversation,
+        [caller.kind],
+        wait_s=caller.wait_s,
+        authorize_on_call=True,
+        non_blocking=non_blocking,
+        scheduling=scheduling,
+    )
+    agent = Agent(
+        name="refunds",
+        model=ScriptedGemini(model="gemini-live-scripted", connection=model),
+        instruction="refunds",
+        tools=bridge.tools(),
+    )
+    runner = InMemoryRunner(agent=agent)
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id="caller")
+    queue = LiveRequestQueue()
+    speaker = Speaker(bridge, model.lines, MS_PER_CHAR)
+    events = runner.run_live(
+        user_id="caller",
+        session_id=session.id,
+        live_request_queue=queue,
+        run_config=RunConfig(response_modalities=["AUDIO"]),
+    )
+
+    async def app() -> None:
+        async for event in bridge.watch(events):
+            speaker.handle(event)
+
+    running = asyncio.create_task(app())
+    try:
+        yield Call(queue, model, bridge, speaker, script)
+        speaker.hang_up()
+        queue.close()
+        await asyncio.wait_for(running, 20)
+    finally:
+        running.cancel()
+        await speaker.aclose()
+        await bridge.aclose()
+        await runner.close()
+
+
+async def test_a_stop_while_the_refund_is_in_flight_is_answered_truly(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    caller = Caller(settled, refund_kind, wait_s=0.3)
+    hold = await truth.fault("refunds", "create", "hold", caller.op, apply=True)
+    async with call(caller, non_blocking=True) as c:
+        c.says(caller.asks)
+        await truth.wait_in_flight(caller.op)
+        await c.speaker.until(FILLER, heard_ms=100)
+        c.says("Stop! Stop that.")  # cuts the filler off, the refund still at the service
+        await c.speaker.until(caller.op)  # the verified answer to "stop"
+        await truth.release(hold)
+        await c.speaker.until("Your reference")
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
+
+    records = await truth.refunds_for(caller.params["order_id"])
+    action = await settled.get(caller.op)
+    assert len(records) == 1 and action.state is State.CONFIRMED and action.business_ref == records[0]["id"]
+    said = c.script.said
+    assert not any("cancel" in line.lower() for line in said), said
+    _never_done_before_confirmed(c.model, action)
+    assert said[-1] == action.say  # the agent's last words are the record's
+    assert ("interrupted", None) in settled.sent
+    await heard_in_full(caller, sent=None)
+
+
+async def test_a_lost_answer_is_looked_up_never_sent_twice_and_said_when_verified(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    """The service applies the refund and the answer is lost: the model says it is being checked,
+    the caller's "try again" meets the same action, and "did you do it?" answers from the lookup."""
+    caller = Caller(settled, refund_kind)
+    await truth.fault("refunds", "create", "drop_after_apply", caller.op)
+    async with call(caller) as c:
+        c.says(caller.asks)
+        await c.speaker.until("haven't confirmed")
+        c.says("Please try again.")
+        await eventually(lambda: _said(c.model, 2), what="the answer to the retry")
+        await settled.await_settled(caller.op, 20)
+        c.says("Did you do it?")
+        await c.speaker.until("CONFIRMED")
+    records = await truth.refunds_for(caller.params["order_id"])
+    action = await settled.get(caller.op)
+    assert len(records) == 1 and records[0]["key"] == caller.op
+    assert action.state is State.CONFIRMED and "unknown" in [entry.state for entry in action.history]
+    _never_done_before_confirmed(c.model, action)
+    assert "CONFIRMED" in c.model.lines[-1] and action.business_ref in c.model.lines[-1]
+
+
+async def test_a_hang_up_mid_confirmation_leaves_it_owed(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    caller = Caller(settled, refund_kind)
+    async with call(caller) as c:
+        c.says(caller.asks)
+        await c.speaker.until("Your reference", heard_ms=150)
+    assert len(await truth.refunds_for(caller.params["order_id"])) == 1
+    await owed(caller, sent=CUT_BY_THE_HANG_UP)
+
+
+async def test_a_confirmation_heard_to_its_end_is_not_repeated(
+    settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
+) -> None:
+    caller = Caller(settled, refund_kind)
+    async with call(caller) as c:
+        c.says(caller.asks)
+        await c.speaker.until("Your reference")
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
+    await heard_in_full(caller, said_last=c.script.said[-1], sent=HEARD_THEN_HUNG_UP)
+
+
+@pytest.mark.parametrize(
+    "scheduling",
+    [types.FunctionResponseScheduling.WHEN_IDLE, types.FunctionResponseScheduling.SILENT],
+    ids=["when-idle", "silent"],
+)
+async def test_a_non_blocking_refund_is_never_announced_before_it_is_confirmed(
+    settled: SentClient,
+    truth: AsyncSandbox,
+    refund_kind: ActionKind,
+    scheduling: types.FunctionResponseScheduling,
+) -> None:
+    """The model talks on while the refund is held at the service; asked, it says what is verified.
+    The outcome reaches it only once confirmed: said when idle, or, silently, owed to the next channel."""
+    caller = Caller(settled, refund_kind, wait_s=0.3)
+    hold = await truth.fault("refunds", "create", "hold", caller.op, apply=True)
+    async with call(caller, non_blocking=True, scheduling=scheduling) as c:
+        c.says(caller.asks)
+        await truth.wait_in_flight(caller.op)
+        await c.speaker.until(FILLER)
+        c.says("Did you do it?")
+        await c.speaker.until(caller.op)  # not confirmed yet: the verified answer
+        await truth.release(hold)
+        action = await settled.await_settled(caller.op, 20)
+        if scheduling is types.FunctionResponseScheduling.WHEN_IDLE:
+            await c.speaker.until("Your reference")
+        else:
+            await eventually(lambda: _noted(c.model), what="the outcome noted silently")
+    action = await settled.get(caller.op)
+    assert action.state is State.CONFIRMED and len(await truth.refunds_for(caller.params["order_id"])) == 1
+    _never_done_before_confirmed(c.model, action)
+    if scheduling is types.FunctionResponseScheduling.WHEN_IDLE:
+        assert c.script.said[-1] == action.say
+        await heard_in_full(caller, sent=None)
+    else:
+        assert not any(action.business_ref in line for line in c.script.said)
+        assert "CONFIRMED" in c.model.noted[-1]
+        assert (await settled.handoff(caller.conversation)).say == action.say  # owed
+
+
+def _never_done_before_confirmed(model: ScriptedLive, action: ActionStatus) -> None:
+    """No line the model said before the service confirmed the refund tells of it as done (its
+    reference); some line was said while it was in flight."""
+    assert action.business_ref is not None
+    confirmed_at = next(entry.at for entry in action.history if entry.state is State.CONFIRMED).timestamp()
+    before = [line for at, line in model.said_at if at < confirmed_at]
+    assert before and not any(action.business_ref in line for line in before), before
+
+
+async def _said(model: ScriptedLive, count: int) -> bool:
+    return len(model.lines) >= count
+
+
+async def _noted(model: ScriptedLive) -> bool:
+    return bool(model.noted)
