@@ -12,6 +12,18 @@ from starlette.exceptions import HTTPException
 from starlette.types import Send
 
 log = logging.getLogger("settled.api")
+# The HTTP status of each error code the gateway raises; any other is a 400.
+GATEWAY_STATUS = {
+    "not_found": 404,
+    "unknown_kind": 422,
+    "invalid_params": 422,
+    "invalid_request": 422,
+    "operation_conflict": 409,
+    "already_dispatched": 409,
+    "not_amendable": 409,
+    "cannot_cancel": 409,
+    "temporal_unavailable": 503,
+}
 
 
 async def send_error(
@@ -36,7 +48,7 @@ def _location(loc: tuple[object, ...]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(GatewayError)
     async def settled_error(_: Request, error: GatewayError) -> JSONResponse:
-        return error_response(error.http_status, error.code, error.message)
+        return error_response(GATEWAY_STATUS.get(error.code, 400), error.code, error.message)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:

@@ -81,8 +81,13 @@ ATTENTION_MIRRORED = "attention-mirrored"
 CONTINUE_AFTER_REDACTION = "continue-after-redaction"
 
 
-def _refuse(error: ControlRefused) -> ApplicationError:
-    return ApplicationError(error.message, type=error.code, non_retryable=True)
+def _refusing(check: Callable[[], None]) -> None:
+    """Run a validator's check of the record: a refusal fails the update before history is touched,
+    with the refusal's code as the error's type (what the gateway answers)."""
+    try:
+        check()
+    except ControlRefused as error:
+        raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
 
 
 @workflow.defn(name="Action")
@@ -92,15 +97,15 @@ class ActionWorkflow:
         self._current = start.revision >= PATCHED_REVISION
         # Earlier runs signal their conversation on every change; quiet ones are read where they are.
         self._signals_conversation = start.revision < QUIET_REVISION
-        self._record = start.carried or ActionRecord.create(start.new, workflow.now())
+        # Started by the creating call itself (eagerly, without an update), it registers that call.
+        creating = start.creating_wait_s is not None
+        self._record = start.carried or ActionRecord.started(start.new, workflow.now(), registered=creating)
         self._record.calls_in_task = self._patched(IN_TASK_CALLS)
         if start.carried is None:
             self._record.services_rules = start.revision >= SERVICES_REVISION
             self._record.start_marks_sending = start.revision >= QUEUE_REVISION
-        if start.creating_wait_s is not None and start.carried is None:
-            # Started by the creating call itself (eagerly, without an update): register it here.
-            self._record.apply_register()
-            self._record.await_answer(workflow.now() + timedelta(seconds=start.creating_wait_s))
+            if start.creating_wait_s is not None:
+                self._record.await_answer(workflow.now() + timedelta(seconds=start.creating_wait_s))
         self._calling_in_task = False  # publishing waits for the call's answer: one batch, not two
         self._withdraw = False  # a cancel or an amend asks for the queued send back
         self._amending = False  # the loop sends nothing until the amend that took the send back is in
@@ -427,10 +432,7 @@ class ActionWorkflow:
 
     @register.validator
     def _check_register(self, request: Register) -> None:
-        try:
-            self._record.check_register(request.kind, request.params)
-        except ControlRefused as error:
-            raise _refuse(error) from None
+        _refusing(lambda: self._record.check_register(request.kind, request.params))
 
     @workflow.update
     async def authorize(self, request: Authorize) -> ActionStatus:
@@ -440,10 +442,7 @@ class ActionWorkflow:
 
     @authorize.validator
     def _check_authorize(self, request: Authorize) -> None:
-        try:
-            self._record.check_authorize()
-        except ControlRefused as error:
-            raise _refuse(error) from None
+        _refusing(self._record.check_authorize)
 
     @workflow.update
     async def amend(self, request: Amend) -> ActionStatus:
@@ -456,19 +455,13 @@ class ActionWorkflow:
                 await workflow.wait_condition(lambda: not record.queued)
             finally:
                 self._amending = False
-            try:
-                record.check_amend(request.params, workflow.now(), taken_back=True)
-            except ControlRefused as error:
-                raise _refuse(error) from None
+            _refusing(lambda: record.check_amend(request.params, workflow.now(), taken_back=True))
         record.apply_amend(request.params, workflow.now())
         return await self._answer_after(self._not_in_progress, 0)
 
     @amend.validator
     def _check_amend(self, request: Amend) -> None:
-        try:
-            self._record.check_amend(request.params, workflow.now())
-        except ControlRefused as error:
-            raise _refuse(error) from None
+        _refusing(lambda: self._record.check_amend(request.params, workflow.now()))
 
     @workflow.update
     async def cancel(self, request: Cancel) -> ActionStatus:
@@ -486,10 +479,7 @@ class ActionWorkflow:
 
     @cancel.validator
     def _check_cancel(self, request: Cancel) -> None:
-        try:
-            self._record.check_cancel()
-        except ControlRefused as error:
-            raise _refuse(error) from None
+        _refusing(self._record.check_cancel)
 
     @workflow.update
     async def reconcile(self, request: Reconcile) -> ActionStatus:
@@ -509,10 +499,7 @@ class ActionWorkflow:
 
     @reconcile.validator
     def _check_reconcile(self, request: Reconcile) -> None:
-        try:
-            self._record.check_reconcile(workflow.now())
-        except ControlRefused as error:
-            raise _refuse(error) from None
+        _refusing(lambda: self._record.check_reconcile(workflow.now()))
 
     @workflow.update
     async def presented(self, request: Present) -> ActionStatus:
@@ -531,10 +518,7 @@ class ActionWorkflow:
 
     @sending.validator
     def _check_sending(self) -> None:
-        try:
-            self._record.check_sending()
-        except ControlRefused as error:
-            raise _refuse(error) from None
+        _refusing(self._record.check_sending)
 
     @workflow.query
     def status(self) -> ActionStatus:

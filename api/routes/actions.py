@@ -5,7 +5,6 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from settled.api.deps import GatewayDep, TenantDep
 from settled.api.strict import StrictJsonRoute, valid_path_ids
-from settled.workflows.messages import Present
 
 from settled.domain.models import (
     IDENTIFIER_PATTERN,
@@ -88,7 +87,6 @@ async def reconcile_action(
 async def record_presented(
     operation_id: OperationId, body: PresentedBody, tenant: TenantDep, gateway: GatewayDep
 ) -> ActionStatus:
-    present = Present(
-        channel=body.channel, text=body.text, completed=body.completed, for_state=body.for_state
+    return await gateway.presented(
+        tenant, operation_id, body.channel, body.text, body.completed, body.for_state
     )
-    return await gateway.presented(tenant, operation_id, present)

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Header, Path, Request
 from settled.api.deps import GatewayDep, TenantDep
 from settled.api.strict import StrictJsonRoute, valid_path_ids
 from settled.gateway.gateway import Gateway
-from settled.workflows.messages import ChannelEvent
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from settled.domain.handoff import Handoff
@@ -31,8 +30,9 @@ STREAM_IDLE_POLL_S = 1.0
 async def conversation_event(
     conversation_id: ConversationId, body: ConversationEventBody, tenant: TenantDep, gateway: GatewayDep
 ) -> dict[str, Any]:
-    event = ChannelEvent(type=body.type, channel=body.channel, reason=body.reason)
-    reconciling = await gateway.conversation_event(tenant, conversation_id, event)
+    reconciling = await gateway.conversation_event(
+        tenant, conversation_id, body.type, body.channel, body.reason
+    )
     return {"conversation_id": conversation_id, "accepted": body.type, "reconciling": reconciling}
 
 

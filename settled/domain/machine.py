@@ -157,6 +157,16 @@ class ActionRecord(BaseModel):
         record.history.append(HistoryEntry(state=State.REQUESTED, at=now, note=note))
         return record
 
+    @classmethod
+    def started(cls, new: NewAction, now: datetime, registered: bool) -> "ActionRecord":
+        """A new action's record as its run starts: `registered` when the creating call started the run
+        itself, and is counted as the first registration. The workflow starts from it, and the creating
+        call answers with its status while no worker has run the start."""
+        record = cls.create(new, now)
+        if registered:
+            record.apply_register()
+        return record
+
     def status(self) -> ActionStatus:
         return ActionStatus(
             operation_id=self.operation_id,

@@ -5,6 +5,7 @@ deadline that has passed before Temporal could answer."""
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from settled.gateway.gateway import Gateway
 from temporalio.api.history.v1 import HistoryEvent
@@ -22,17 +23,21 @@ CLOSE_WITHIN_S = 60.0
 POLL_S = 0.2
 
 
-async def gateway_on(stack: Stack) -> Gateway:
+async def gateway_on(
+    stack: Stack, *, idle_close_after: timedelta | None = None, answer_grace_s: float | None = None
+) -> Gateway:
+    """A gateway on the stack; what is not given is the gateway's own."""
     client = await Client.connect(stack.temporal_address, data_converter=data_converter({}))
-    return Gateway(client, load_kinds(stack.config), Settings())
+    tuning: dict[str, Any] = {"idle_close_after": idle_close_after, "answer_grace_s": answer_grace_s}
+    given = {name: value for name, value in tuning.items() if value is not None}
+    return Gateway(client, load_kinds(stack.config), Settings(), **given)
 
 
 async def closed_idle_conversation(
     stack: Stack, conversation_id: str, operation_id: str, idle: timedelta
 ) -> list[HistoryEvent]:
     """Create a booking in a new conversation that nothing else touches; its history once it closed."""
-    gateway = await gateway_on(stack)
-    gateway.idle_close_after = idle
+    gateway = await gateway_on(stack, idle_close_after=idle)
     body = CreateAction(
         conversation_id=conversation_id, kind="room_booking", params=BOOKING, operation_id=operation_id
     )

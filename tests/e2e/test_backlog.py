@@ -55,8 +55,7 @@ async def test_a_start_its_caller_stopped_waiting_for_is_still_made_and_tracked(
     """Under a burst a start can outlast the caller's wait and grace: the caller is answered 503 at
     its deadline, and the start still finishes, with its conversation told, so the repeat the 503 asks
     for finds the action (cut off instead, it was never made). Here the deadline has passed at once."""
-    gateway = await gateway_on(module_stack)
-    gateway.answer_grace_s = 0.0
+    gateway = await gateway_on(module_stack, answer_grace_s=0.0)
     operation_id, conversation_id = new_id(), new_id("conv")
     body = CreateAction(
         conversation_id=conversation_id, kind="room_booking", params=BOOKING, operation_id=operation_id

@@ -50,7 +50,8 @@ class _FixedGateway:
 @pytest.fixture
 async def harness(business: Stack, request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     """One test's world. Parametrized indirectly with True, its payloads are encrypted (AES-GCM, as
-    with SETTLED_ENCRYPTION_KEYS): histories hold ciphertext, and the harness decodes them."""
+    with SETTLED_ENCRYPTION_KEYS): histories hold ciphertext, and the harness decodes them. Marked
+    `continue_as_new_after(n)`, the workflows it starts continue as new after n history events."""
     keys = {"k1": bytes(range(32))} if getattr(request, "param", False) else {}
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=data_converter(keys), test_server_existing_path=str(time_skipping_server())
@@ -64,7 +65,9 @@ async def harness(business: Stack, request: pytest.FixtureRequest) -> AsyncItera
             )
         )
         kinds = load_kinds(business.config)
-        gateway = Gateway(env.client, kinds, Settings())
+        marker = request.node.get_closest_marker("continue_as_new_after")
+        continue_as_new_after = marker.args[0] if marker else None
+        gateway = Gateway(env.client, kinds, Settings(), continue_as_new_after=continue_as_new_after)
         app = create_app(Settings(rate_limit=None), kinds)
         app.state.gateways = _FixedGateway(gateway)
         transport = httpx.ASGITransport(app=app)

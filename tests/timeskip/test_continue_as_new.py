@@ -34,11 +34,11 @@ async def _until(harness: Harness, op: str, check: Any, what: str) -> dict[str, 
     return await eventually(probe, what=what)
 
 
+@pytest.mark.continue_as_new_after(EVENTS_PER_RUN)
 @pytest.mark.parametrize("harness", [False, True], ids=["plain", "encrypted"], indirect=True)
 async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_after_redaction(
     harness: Harness,
 ) -> None:
-    harness.gateway.continue_as_new_after = EVENTS_PER_RUN
     conversation_id, op = new_id("conv"), new_id()
     # Values found nowhere else, so any trace of them in a history is theirs.
     booking = {"room": f"room-{uuid.uuid4().hex}", "day": f"day-{uuid.uuid4().hex}"}

@@ -4,6 +4,7 @@ however large the actions' params are."""
 
 from typing import Any
 
+import pytest
 from settled.workflows.conversation import EVENT_LOG_MAX_BYTES, ConversationWorkflow
 from settled.workflows.messages import ActionChanged, ConversationStart
 from temporalio.client import WorkflowExecutionStatus
@@ -36,8 +37,8 @@ async def _handoff(harness: Harness, conversation_id: str) -> dict[str, Any]:
     return dict(response.json())
 
 
+@pytest.mark.continue_as_new_after(30)
 async def test_a_conversation_continues_as_new_mid_flight_with_everything_intact(harness: Harness) -> None:
-    harness.gateway.continue_as_new_after = 30
     conversation_id = new_id("conv")
     workflow_id = conversation_workflow_id(None, conversation_id)
     waiting = await _create(harness, conversation_id, "room_booking", BOOKING)
@@ -107,6 +108,7 @@ async def test_a_conversation_continues_as_new_mid_flight_with_everything_intact
     await harness.replay(runs)
 
 
+@pytest.mark.continue_as_new_after(100)
 async def test_the_conversation_keeps_its_state_within_its_byte_bound_with_large_params(
     harness: Harness,
 ) -> None:
@@ -114,7 +116,6 @@ async def test_the_conversation_keeps_its_state_within_its_byte_bound_with_large
     Temporal accepts as one payload (2 MB), which the state would be when it continues as new. The
     snapshots reach the conversation's log as an action of an earlier release sends them (three
     changes each); the refunds of this release are followed in their own histories."""
-    harness.gateway.continue_as_new_after = 100
     conversation_id = new_id("conv")
     conversation = harness.env.client.get_workflow_handle(conversation_workflow_id(None, conversation_id))
     note = "x" * 50_000

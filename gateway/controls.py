@@ -1,0 +1,122 @@
+"""The controls of an action that exists: authorize, amend, cancel, reconcile, presented. Each is an
+update of the action's workflow, whose validator refuses a bad call before history is touched; a
+control that changes nothing still answers a waiting caller with the verified outcome."""
+
+import asyncio
+from typing import Any
+
+from settled.gateway.errors import GatewayError, unless_missing
+from settled.gateway.link import ActionHandle, Link
+from settled.workflows.action import ActionWorkflow
+from settled.workflows.messages import Amend, Authorize, Cancel, Present, Reconcile
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateStage
+
+from settled.domain.models import WAIT_MAX_S, ActionStatus, Channel
+from settled.domain.params import InvalidParams, validate_params
+from settled.domain.states import IN_PROGRESS, SETTLED, State
+
+# A status read costs the server alone (the memo), so a no-op control's wait can look often.
+NOOP_WAIT_POLL_S = 0.02
+# What a control on an action whose workflow has closed (long settled) answers.
+CLOSED_ANSWER = {"amend": "not_amendable", "cancel": "cannot_cancel", "presented": "not_amendable"}
+
+
+class Controls:
+    def __init__(self, link: Link) -> None:
+        self.link = link
+
+    async def authorize(
+        self, tenant: str | None, operation_id: str, by: str | None, wait_s: float
+    ) -> ActionStatus:
+        request = Authorize(by=by, wait_s=wait_s)
+        return await self._control(tenant, operation_id, "authorize", ActionWorkflow.authorize, request)
+
+    async def amend(self, tenant: str | None, operation_id: str, params: dict[str, Any]) -> ActionStatus:
+        status = await self.link.get(tenant, operation_id)
+        if status.dispatched and status.state not in SETTLED:
+            # Refused here too, for a queued send a worker has taken: only Temporal records that, and
+            # the amend would wait for the send's answer to learn it.
+            raise GatewayError("already_dispatched", "a request may already have reached the business system")
+        kind = self.link.kinds.get(status.kind)
+        if kind is not None:
+            try:
+                validate_params(kind, params)
+            except InvalidParams as error:
+                raise GatewayError("invalid_params", str(error)) from None
+        return await self._control(tenant, operation_id, "amend", ActionWorkflow.amend, Amend(params=params))
+
+    async def cancel(
+        self, tenant: str | None, operation_id: str, by: str | None, reason: str | None, wait_s: float
+    ) -> ActionStatus:
+        request = Cancel(by=by, reason=reason, wait_s=wait_s)
+        return await self._control(tenant, operation_id, "cancel", ActionWorkflow.cancel, request)
+
+    async def reconcile(self, tenant: str | None, operation_id: str, wait_s: float, why: str) -> ActionStatus:
+        request = Reconcile(why=why, wait_s=wait_s)
+        return await self._control(tenant, operation_id, "reconcile", ActionWorkflow.reconcile, request)
+
+    async def presented(
+        self,
+        tenant: str | None,
+        operation_id: str,
+        channel: Channel,
+        text: str,
+        completed: bool,
+        for_state: State | None,
+    ) -> ActionStatus:
+        request = Present(channel=channel, text=text, completed=completed, for_state=for_state)
+        return await self._control(tenant, operation_id, "presented", ActionWorkflow.presented, request)
+
+    async def look_up_soon(self, tenant: str | None, operation_id: str, why: str) -> None:
+        """Start a lookup that the channel will ask about next: answered here once accepted, run in the
+        background with the channel counted as waiting (so it may run inside the workflow task)."""
+        handle = self.link.action(tenant, operation_id)
+        request = Reconcile(why=why, wait_s=WAIT_MAX_S)
+        await unless_missing(
+            self.link.guard(
+                lambda: handle.start_update(
+                    ActionWorkflow.reconcile, request, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+                )
+            ),
+            "noop",
+        )
+
+    async def _control(
+        self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any
+    ) -> ActionStatus:
+        handle = self.link.action(tenant, operation_id)
+        wait_s = getattr(arg, "wait_s", 0.0)
+        try:
+            status = await self.link.guard(lambda: handle.execute_update(update, arg), wait_s)
+        except GatewayError as error:
+            if error.code == "noop":
+                # Nothing to change, but a caller who asked to wait still gets the verified outcome.
+                return await self._await_verified(tenant, operation_id, wait_s)
+            if error.code == "not_found" and await self._has_closed(handle):
+                if name in CLOSED_ANSWER:
+                    message = "the action is settled and its record is closed"
+                    raise GatewayError(CLOSED_ANSWER[name], message) from None
+                return await self.link.get(tenant, operation_id)
+            raise
+        return await self.link.maybe_taken(handle, status)
+
+    async def _has_closed(self, handle: ActionHandle | WorkflowHandle[Any, Any]) -> bool:
+        """Whether the workflow exists and has closed: an update to a closed workflow is answered
+        NOT_FOUND, like one to a workflow that never existed; its description tells them apart."""
+        description = await unless_missing(self.link.guard(handle.describe))
+        return description is not None and description.status is not WorkflowExecutionStatus.RUNNING
+
+    async def _await_verified(self, tenant: str | None, operation_id: str, wait_s: float) -> ActionStatus:
+        """The status once it is out of requested/running, or at the end of the wait (polled reads:
+        this path runs only when the control itself changed nothing)."""
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while True:
+            status = await self.link.get(tenant, operation_id)
+            waiting_on_us = status.state is State.REQUESTED and not status.authorized
+            if (
+                status.state not in IN_PROGRESS
+                or waiting_on_us
+                or asyncio.get_running_loop().time() >= deadline
+            ):
+                return status
+            await asyncio.sleep(NOOP_WAIT_POLL_S)
