@@ -19,33 +19,32 @@ VERSION_MEMO = "settled_version"
 # The memo key under which an action whose send waits in its kind's queue keeps what it becomes once
 # the kind's worker takes the send (`TakenSend`); removed once the send is answered or taken back.
 TAKEN_MEMO = "settled_once_taken"
-# The workflow code a run was started by. Runs started at revision 2 (PATCHED_REVISION) or later take
-# every path their patches (`workflow.patched`) guard without asking: a new run would be told
-# "patched" anyway, and asking records a marker and a TemporalChangeVersion search-attribute write per
-# patch in its history.
-# Runs recorded earlier carry revision 1 in their input and ask, so they replay exactly as recorded.
-# Actions of revision 3 (QUIET_REVISION) no longer signal their conversation on every change: the
-# handoff, the events route and the stream read the actions' own memo and history.
-# Conversations of revision 4 (LAZY_REVISION) are started by a new action with a start delay as long as
-# their idle period: the action's id is recorded durably with the start, and no workflow task runs
-# until something needs one (another action, a channel event) or the delay runs out, when the run
-# knows it has been idle since its start.
-# Actions of revision 5 (SERVICES_REVISION) follow the rules for real services that change what is
-# sent: a compensation whose answer was lost is looked up, not re-sent blindly, and one is sent only
-# once every dispatch whose answer was lost is past its commit horizon; a send refused because its
-# kind has no more room waits as `requested` (queued) until its kind's worker takes it and records
-# that it is sending (the `sending` update).
-# Actions of revision 6 (QUEUE_REVISION) take a queued send's turn without that update: Temporal's own
-# record that the kind's worker took the send (the activity started) marks it sending, and reads show
-# it so from then (`TAKEN_MEMO`); a cancel or an amend while it waits takes the send back, which
-# Temporal refuses once a worker has taken it. The overflow path costs one workflow task more than the
-# direct one, not two.
-CURRENT_REVISION = 6
+# The workflow code a run was started by: its start carries the revision, and a run keeps the
+# behaviour of the revision it started at, so histories recorded earlier replay exactly as recorded.
+# Runs recorded before revisions existed carry 1 and ask `workflow.patched` at every patch.
+#
+# Runs take every path their patches guard without asking: a new run would be told "patched" anyway,
+# and asking records a marker and a TemporalChangeVersion search-attribute write per patch.
 PATCHED_REVISION = 2
+# Actions no longer signal their conversation on every change: the handoff, the events route and the
+# stream read the actions' own memo and history.
 QUIET_REVISION = 3
+# Conversations are started by a new action with a start delay as long as their idle period: the
+# action's id is recorded durably with the start, and no workflow task runs until something needs one
+# (another action, a channel event) or the delay runs out, when the run knows it has been idle since.
 LAZY_REVISION = 4
+# Actions follow the rules for real services: a compensation whose answer was lost is looked up, not
+# re-sent blindly, and one is sent only once every dispatch whose answer was lost is past its commit
+# horizon; a send refused because its kind has no more room waits as `requested` (queued) until its
+# kind's worker takes it and records that it is sending (the `sending` update).
 SERVICES_REVISION = 5
+# A queued send's turn is taken without that update: Temporal's own record that the kind's worker took
+# the send (the activity started) marks it sending, and reads show it so from then (`TAKEN_MEMO`); a
+# cancel or an amend while it waits takes the send back, which Temporal refuses once a worker has taken
+# it. The overflow path costs one workflow task more than the direct one, not two.
 QUEUE_REVISION = 6
+# What new runs start at.
+CURRENT_REVISION = QUEUE_REVISION
 Revision = Field(default=1, ge=1)
 
 
