@@ -183,6 +183,8 @@ def _check_kinds(args: argparse.Namespace) -> int:
     print(f"{path}: {len(shown)} kind(s), valid")
     for kind in shown:
         print(f"\n[{kind['kind']}]  example params: {json.dumps(kind['params'])}")
+        if "params_unfit" in kind:
+            print(f"  these params do not fit its schema: {kind['params_unfit']}")
         for name, state in kind["secrets"].items():
             print(f"  secret {name}: {state} here")
         if "handler" in kind:

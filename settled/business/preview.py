@@ -12,6 +12,7 @@ from typing import Any
 from settled.business.secrets import SecretError, read_secret
 from settled.business.shapes import Role, Values, build
 from settled.domain.kinds import Kinds, KindSpec
+from settled.domain.params import InvalidParams, validate_params
 
 EXAMPLE_OPERATION_ID = "example-op-1"
 
@@ -71,6 +72,11 @@ def preview_kind(kind: KindSpec, params: dict[str, Any] | None = None) -> dict[s
         except SecretError:
             secrets[name] = "not set"
     shown: dict[str, Any] = {"kind": kind.name, "params": params, "secrets": secrets}
+    try:
+        validate_params(kind, params)
+    except InvalidParams as error:
+        # A pattern or a format cannot be guessed: the schema's own `examples` say what fits.
+        shown["params_unfit"] = f"{error} (give the property `examples` in params_schema)"
     if kind.handler is not None:
         shown["handler"] = kind.handler
         return shown
