@@ -17,7 +17,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from settled.adapters.common import ActionKind, SettledChannel, ToolSpec, tool_set
+from settled.adapters.channel import SettledChannel
+from settled.adapters.tools import ActionKind, ToolSpec, tool_set
 
 from settled.client import SettledClient
 

@@ -36,21 +36,8 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the extra
     raise ImportError("adapters.livekit needs LiveKit Agents: pip install 'settled[livekit]'") from error
 
-from settled.adapters.common import (
-    AUTHORIZE_DESCRIPTION,
-    AUTHORIZE_TOOL,
-    CHECK_DESCRIPTION,
-    CHECK_TOOL,
-    OPERATION_ID_SCHEMA,
-    ActionKind,
-    FollowingBridge,
-    error_answer,
-    tool_answer,
-)
-
-from settled.client import SettledError, is_final
-from settled.domain.models import ActionStatus
-from settled.domain.states import State
+from settled.adapters.channel import FollowingBridge
+from settled.adapters.tools import AUTHORIZE_TOOL, CHECK_TOOL, ToolSpec
 
 CLOSE_REASONS: dict[CloseReason, str] = {
     CloseReason.PARTICIPANT_DISCONNECTED: "hangup",
@@ -67,57 +54,22 @@ class SettledLiveKit(FollowingBridge):
     # -- tools -----------------------------------------------------------------------------------
 
     def tools(self) -> list[RawFunctionTool]:
-        tools = [self._kind_tool(kind) for kind in self.settled.kinds]
+        """The tool set as LiveKit function tools, each with its JSON Schema as the raw schema."""
+        return [self._function_tool(spec) for spec in self.tool_specs()]
+
+    def _function_tool(self, spec: ToolSpec) -> RawFunctionTool:
         settled = self.settled
 
-        async def verify_action(raw_arguments: dict[str, object], context: RunContext) -> str:
+        async def call(raw_arguments: dict[str, object], context: RunContext) -> str:
             operation_id = raw_arguments.get("operation_id")
-            return await settled.answer_check(str(operation_id) if operation_id else None)
+            if spec.name == CHECK_TOOL:
+                return await settled.answer_check(str(operation_id) if operation_id else None)
+            if spec.name == AUTHORIZE_TOOL:
+                return await self.answer(settled.authorize(str(operation_id or "")), context.update)
+            return await self.answer(settled.request(spec.name, dict(raw_arguments)), context.update)
 
-        tools.append(function_tool(verify_action, raw_schema=_schema(CHECK_TOOL, CHECK_DESCRIPTION, [])))
-        if settled.needs_authorize_tool:
-
-            async def authorize_action(raw_arguments: dict[str, object], context: RunContext) -> str:
-                operation_id = str(raw_arguments.get("operation_id", ""))
-                try:
-                    status = await settled.authorize(operation_id)
-                except SettledError as error:
-                    return error_answer(error)
-                return await self._report(context, status)
-
-            schema = _schema(AUTHORIZE_TOOL, AUTHORIZE_DESCRIPTION, ["operation_id"])
-            tools.append(function_tool(authorize_action, raw_schema=schema))
-        return tools
-
-    def _kind_tool(self, kind: ActionKind) -> RawFunctionTool:
-        settled = self.settled
-
-        async def request(raw_arguments: dict[str, object], context: RunContext) -> str:
-            try:
-                status = await settled.request(kind.name, dict(raw_arguments))
-            except SettledError as error:
-                return error_answer(error)
-            return await self._report(context, status)
-
-        schema = {"name": kind.name, "description": kind.tool_description(), "parameters": kind.params_schema}
-        return function_tool(request, raw_schema=schema)
-
-    async def _report(self, context: RunContext, status: ActionStatus) -> str:
-        """The verified state now; if it is still moving, the outcome too, once it comes."""
-        authorize_tool = AUTHORIZE_TOOL if self.settled.needs_authorize_tool else None
-        self.settled.told(status)
-        waiting_for_user = status.state is State.REQUESTED and not status.authorized
-        if is_final(status) or waiting_for_user or self.follow_s <= 0:
-            return tool_answer(status, authorize_tool)
-        # The first update answers the model now, so the caller hears "not confirmed yet" instead
-        # of silence; what this function returns later arrives as LiveKit's deferred reply.
-        await context.update(tool_answer(status, authorize_tool))
-        try:
-            final = await self.client.await_settled(status.operation_id, self.follow_s)
-        except SettledError as error:
-            return f"Could not follow the request ({error.code}); it goes on. Do not say it is done."
-        self.settled.told(final)
-        return tool_answer(final, authorize_tool)
+        schema = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+        return function_tool(call, raw_schema=schema)
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -144,14 +96,3 @@ class SettledLiveKit(FollowingBridge):
 
     def _on_close(self, event: CloseEvent) -> None:
         self.settled.closed(CLOSE_REASONS.get(event.reason, str(event.reason.value)))
-
-    def closed(self, reason: str = "hangup") -> None:
-        self.settled.closed(reason)
-
-    async def aclose(self) -> None:
-        await self.settled.aclose()
-
-
-def _schema(name: str, description: str, required: list[str]) -> dict[str, Any]:
-    parameters = {"type": "object", "properties": {"operation_id": OPERATION_ID_SCHEMA}, "required": required}
-    return {"name": name, "description": description, "parameters": parameters}

@@ -45,17 +45,14 @@ except ImportError as error:  # pragma: no cover - depends on the extra
         "adapters.openai_agents needs the OpenAI Agents SDK: pip install 'settled[openai-agents]'"
     ) from error
 
-from settled.adapters.common import (
+from settled.adapters.channel import Bridge
+from settled.adapters.tools import (
     AUTHORIZE_DESCRIPTION,
     AUTHORIZE_TOOL,
     CHECK_DESCRIPTION,
     CHECK_TOOL,
     ActionKind,
-    SettledChannel,
 )
-
-from settled.client import SettledClient
-from settled.domain.models import Channel
 
 
 @dataclass
@@ -93,27 +90,11 @@ class HeardPlayback(RealtimePlaybackTracker):
         self._on_played(item_id, ms)
 
 
-class SettledRealtime:
+class SettledRealtime(Bridge):
     """One realtime session (one conversation) bound to settled."""
 
-    def __init__(
-        self,
-        client: SettledClient,
-        conversation_id: str,
-        kinds: list[ActionKind],
-        *,
-        channel: Channel = "voice",
-        wait_s: float = 2.0,
-        authorize_on_call: bool = False,
-    ) -> None:
-        self.settled = SettledChannel(
-            client,
-            conversation_id,
-            kinds,
-            channel=channel,
-            wait_s=wait_s,
-            authorize_on_call=authorize_on_call,
-        )
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._audio: dict[str, _Audio] = {}
         # Pass it to the session (`model_config={"playback_tracker": bridge.playback}`) and feed it
         # from the audio output: it is how the bridge (and the SDK) know what the caller heard.
@@ -216,9 +197,3 @@ class SettledRealtime:
         if audio is not None and audio.played_out:
             del self._audio[item_id]
             self.settled.utterance_ended(item_id, heard=True)
-
-    def closed(self, reason: str = "hangup") -> None:
-        self.settled.closed(reason)
-
-    async def aclose(self) -> None:
-        await self.settled.aclose()

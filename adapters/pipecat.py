@@ -32,6 +32,7 @@ ours runs), each response that spoke a result as `presented`, and the end of the
 from your transport's disconnect handler for a more exact reason).
 """
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,20 +57,10 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the extra
     raise ImportError("adapters.pipecat needs Pipecat: pip install 'settled[pipecat]'") from error
 
-from settled.adapters.common import (
-    AUTHORIZE_DESCRIPTION,
-    AUTHORIZE_TOOL,
-    CHECK_DESCRIPTION,
-    CHECK_TOOL,
-    OPERATION_ID_SCHEMA,
-    FollowingBridge,
-    error_answer,
-    tool_answer,
-)
+from settled.adapters.channel import FollowingBridge
+from settled.adapters.tools import AUTHORIZE_TOOL, CHECK_TOOL
 
-from settled.client import SettledError, is_final
 from settled.domain.models import ActionStatus
-from settled.domain.states import State
 
 
 @dataclass
@@ -98,20 +89,13 @@ class SettledPipecat(FollowingBridge):
     def tools_schema(self) -> ToolsSchema:
         tools = [
             FunctionSchema(
-                name=kind.name,
-                description=kind.tool_description(),
-                properties=kind.params_schema.get("properties", {}),
-                required=list(kind.params_schema.get("required", [])),
+                name=spec.name,
+                description=spec.description,
+                properties=spec.parameters.get("properties", {}),
+                required=list(spec.parameters.get("required", [])),
             )
-            for kind in self.settled.kinds
+            for spec in self.tool_specs()
         ]
-        tools.append(FunctionSchema(CHECK_TOOL, CHECK_DESCRIPTION, {"operation_id": OPERATION_ID_SCHEMA}, []))
-        if self.settled.needs_authorize_tool:
-            tools.append(
-                FunctionSchema(
-                    AUTHORIZE_TOOL, AUTHORIZE_DESCRIPTION, {"operation_id": OPERATION_ID_SCHEMA}, []
-                )
-            )
         return ToolsSchema(standard_tools=tools)
 
     def register(self, llm: LLMService) -> None:
@@ -127,46 +111,24 @@ class SettledPipecat(FollowingBridge):
     async def _handle_request(self, params: FunctionCallParams) -> None:
         self._calls_running += 1
         try:
-            try:
-                status = await self.settled.request(params.function_name, dict(params.arguments))
-            except SettledError as error:
-                await params.result_callback(error_answer(error))
-                return
-            await self._report(params, status.operation_id, status)
+            await self._answer(params, self.settled.request(params.function_name, dict(params.arguments)))
         finally:
             self._calls_running -= 1
 
     async def _handle_authorize(self, params: FunctionCallParams) -> None:
         operation_id = str(params.arguments.get("operation_id", ""))
-        try:
-            status = await self.settled.authorize(operation_id)
-        except SettledError as error:
-            await params.result_callback(error_answer(error))
-            return
-        await self._report(params, operation_id, status)
+        await self._answer(params, self.settled.authorize(operation_id))
 
     async def _handle_check(self, params: FunctionCallParams) -> None:
         await params.result_callback(await self.settled.answer_check(params.arguments.get("operation_id")))
 
-    async def _report(self, params: FunctionCallParams, operation_id: str, status: ActionStatus) -> None:
-        """The verified state now; if it is still moving, the outcome too, once it comes."""
-        authorize_tool = AUTHORIZE_TOOL if self.settled.needs_authorize_tool else None
-        self.settled.told(status)
-        waiting_for_user = status.state is State.REQUESTED and not status.authorized
-        if is_final(status) or waiting_for_user or self.follow_s <= 0:
-            await params.result_callback(tool_answer(status, authorize_tool))
-            return
-        not_final = FunctionCallResultProperties(is_final=False)
-        await params.result_callback(tool_answer(status, authorize_tool), properties=not_final)
-        try:
-            final = await self.client.await_settled(operation_id, self.follow_s)
-        except SettledError as error:
-            await params.result_callback(
-                f"Could not follow the request ({error.code}); it goes on. Do not say it is done."
-            )
-            return
-        self.settled.told(final)
-        await params.result_callback(tool_answer(final, authorize_tool))
+    async def _answer(self, params: FunctionCallParams, call: Awaitable[ActionStatus]) -> None:
+        """The answer as Pipecat's async tool result: an interim one while the outcome is awaited."""
+
+        async def not_final(text: str) -> None:
+            await params.result_callback(text, properties=FunctionCallResultProperties(is_final=False))
+
+        await params.result_callback(await self.answer(call, not_final))
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -229,12 +191,6 @@ class SettledPipecat(FollowingBridge):
         self._playouts.clear()
         self._voicing = None
         self.settled.cut_off()
-
-    def closed(self, reason: str = "hangup") -> None:
-        self.settled.closed(reason)
-
-    async def aclose(self) -> None:
-        await self.settled.aclose()
 
 
 class _SettledObserver(BaseObserver):
