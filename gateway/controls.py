@@ -11,7 +11,7 @@ from settled.workflows.action import ActionWorkflow
 from settled.workflows.messages import Amend, Authorize, Cancel, Present, Reconcile
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateStage
 
-from settled.domain.models import WAIT_MAX_S, ActionStatus, Channel
+from settled.domain.models import WAIT_MAX_S, ActionStatus, PresentedBody
 from settled.domain.params import InvalidParams, validate_params
 from settled.domain.states import IN_PROGRESS, SETTLED, State
 
@@ -55,16 +55,8 @@ class Controls:
         request = Reconcile(why=why, wait_s=wait_s)
         return await self._control(tenant, operation_id, "reconcile", ActionWorkflow.reconcile, request)
 
-    async def presented(
-        self,
-        tenant: str | None,
-        operation_id: str,
-        channel: Channel,
-        text: str,
-        completed: bool,
-        for_state: State | None,
-    ) -> ActionStatus:
-        request = Present(channel=channel, text=text, completed=completed, for_state=for_state)
+    async def presented(self, tenant: str | None, operation_id: str, body: PresentedBody) -> ActionStatus:
+        request = Present.model_validate(body.model_dump())
         return await self._control(tenant, operation_id, "presented", ActionWorkflow.presented, request)
 
     async def look_up_soon(self, tenant: str | None, operation_id: str, why: str) -> None:

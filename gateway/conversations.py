@@ -28,7 +28,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from settled.domain.handoff import Channels, Handoff, build_handoff
-from settled.domain.models import ActionStatus, Channel
+from settled.domain.models import ActionStatus, ConversationEventBody
 from settled.domain.states import MAY_BE_IN_FLIGHT
 from settled.temporal.identity import TASK_QUEUE, conversation_workflow_id
 
@@ -71,15 +71,13 @@ class Conversations:
 
         await self._in_conversation(tenant, conversation_id, tell, wait_s)
 
-    async def event(
-        self, tenant: str | None, conversation_id: str, type_: str, channel: Channel, reason: str | None
-    ) -> list[str]:
+    async def event(self, tenant: str | None, conversation_id: str, body: ConversationEventBody) -> list[str]:
         """Record a channel event; for interruptions and openings, reconcile what may be in flight.
         While the event is recorded, the actions the conversation already holds are read from its
         history (the event may be its first workflow task, which then comes from the task queue) and
         the lookups of those in flight start: a lookup is safe before the event is durable, and the
         channel's next question is about them. The answer comes once both are done."""
-        event = ChannelEvent(type=type_, channel=channel, reason=reason)
+        event = ChannelEvent(type=body.type, channel=body.channel, reason=body.reason)
 
         async def record() -> ChannelEventResult:
             start = WithStartWorkflowOperation(

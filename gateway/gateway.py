@@ -24,8 +24,7 @@ from temporalio.runtime import Runtime
 
 from settled.domain.handoff import Handoff
 from settled.domain.kinds import Kinds
-from settled.domain.models import ActionStatus, Channel, CreateAction
-from settled.domain.states import State
+from settled.domain.models import ActionStatus, ConversationEventBody, CreateAction, PresentedBody
 from settled.runtime import tracing
 from settled.runtime.config import Settings
 from settled.temporal.codec import data_converter
@@ -102,16 +101,9 @@ class Gateway:
     async def reconcile(self, tenant: str | None, operation_id: str, wait_s: float, why: str) -> ActionStatus:
         return await self.controls.reconcile(tenant, operation_id, wait_s, why)
 
-    async def presented(
-        self,
-        tenant: str | None,
-        operation_id: str,
-        channel: Channel,
-        text: str,
-        completed: bool,
-        for_state: State | None = None,
-    ) -> ActionStatus:
-        return await self.controls.presented(tenant, operation_id, channel, text, completed, for_state)
+    async def presented(self, tenant: str | None, operation_id: str, body: PresentedBody) -> ActionStatus:
+        """Record what a channel presented of the action (what the caller saw or heard)."""
+        return await self.controls.presented(tenant, operation_id, body)
 
     async def current_change(self, tenant: str | None, operation_id: str) -> tuple[int, ActionStatus] | None:
         """An action's current change number and status (None while it has none, or does not exist)."""
@@ -129,11 +121,11 @@ class Gateway:
     # -- conversations -------------------------------------------------------------------------
 
     async def conversation_event(
-        self, tenant: str | None, conversation_id: str, type_: str, channel: Channel, reason: str | None
+        self, tenant: str | None, conversation_id: str, body: ConversationEventBody
     ) -> list[str]:
         """Record a channel event; the operation ids whose lookups it started (interruptions and
         openings reconcile what may be in flight)."""
-        return await self.conversations.event(tenant, conversation_id, type_, channel, reason)
+        return await self.conversations.event(tenant, conversation_id, body)
 
     async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
         return await self.conversations.handoff(tenant, conversation_id)

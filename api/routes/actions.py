@@ -87,6 +87,4 @@ async def reconcile_action(
 async def record_presented(
     operation_id: OperationId, body: PresentedBody, tenant: TenantDep, gateway: GatewayDep
 ) -> ActionStatus:
-    return await gateway.presented(
-        tenant, operation_id, body.channel, body.text, body.completed, body.for_state
-    )
+    return await gateway.presented(tenant, operation_id, body)

@@ -30,9 +30,7 @@ STREAM_IDLE_POLL_S = 1.0
 async def conversation_event(
     conversation_id: ConversationId, body: ConversationEventBody, tenant: TenantDep, gateway: GatewayDep
 ) -> dict[str, Any]:
-    reconciling = await gateway.conversation_event(
-        tenant, conversation_id, body.type, body.channel, body.reason
-    )
+    reconciling = await gateway.conversation_event(tenant, conversation_id, body)
     return {"conversation_id": conversation_id, "accepted": body.type, "reconciling": reconciling}
 
 
