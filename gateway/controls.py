@@ -9,7 +9,7 @@ from settled.gateway.errors import GatewayError, unless_missing
 from settled.gateway.link import ActionHandle, Link
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.messages import Amend, Authorize, Cancel, Present, Reconcile
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateStage
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateStage
 
 from settled.domain.models import WAIT_MAX_S, ActionStatus, PresentedBody
 from settled.domain.params import InvalidParams, validate_params
@@ -92,7 +92,7 @@ class Controls:
             raise
         return await self.link.maybe_taken(handle, status)
 
-    async def _has_closed(self, handle: ActionHandle | WorkflowHandle[Any, Any]) -> bool:
+    async def _has_closed(self, handle: ActionHandle) -> bool:
         """Whether the workflow exists and has closed: an update to a closed workflow is answered
         NOT_FOUND, like one to a workflow that never existed; its description tells them apart."""
         description = await unless_missing(self.link.guard(handle.describe))
