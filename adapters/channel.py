@@ -391,7 +391,9 @@ class FollowingBridge(Bridge):
         """The tool set this bridge offers, to be mapped onto the framework's own tool type."""
         return tool_set(self.settled.kinds, self.settled.needs_authorize_tool)
 
-    async def answer(self, call: Awaitable[ActionStatus], not_final: Callable[[str], Awaitable[None]]) -> str:
+    async def answer_following(
+        self, call: Awaitable[ActionStatus], not_final: Callable[[str], Awaitable[None]]
+    ) -> str:
         """A request's or a go-ahead's answer: the verified state now; if it is still moving, that is
         handed to the model at once through `not_final` (the framework's interim result, so the caller
         hears "not confirmed yet" instead of silence), and the outcome is the answer once it comes."""

@@ -50,15 +50,9 @@ except ImportError as error:  # pragma: no cover - depends on the extra
         "adapters.google_adk needs Google's Agent Development Kit: pip install 'settled[google-adk]'"
     ) from error
 
-from settled.adapters.common import (
-    AUTHORIZE_TOOL,
-    CHECK_TOOL,
-    FollowingBridge,
-    ToolSpec,
-    error_answer,
-    tool_answer,
-    tool_set,
-)
+from settled.adapters.answers import error_answer, tool_answer
+from settled.adapters.channel import FollowingBridge
+from settled.adapters.tools import AUTHORIZE_TOOL, CHECK_TOOL, ToolSpec
 
 from settled.client import SettledError, is_final
 from settled.domain.models import ActionStatus
@@ -131,7 +125,7 @@ class SettledLive(FollowingBridge):
     def tools(self) -> list[SettledTool]:
         """One tool per kind, `verify_action`, and `authorize_action` when a kind needs a go-ahead."""
         tools = []
-        for spec in tool_set(self.settled.kinds, self.settled.needs_authorize_tool):
+        for spec in self.tool_specs():
             if self.non_blocking and spec.name != CHECK_TOOL:
                 tools.append(SettledTool(self, spec, types.Behavior.NON_BLOCKING, self.scheduling))
             else:

@@ -65,8 +65,10 @@ class SettledLiveKit(FollowingBridge):
             if spec.name == CHECK_TOOL:
                 return await settled.answer_check(str(operation_id) if operation_id else None)
             if spec.name == AUTHORIZE_TOOL:
-                return await self.answer(settled.authorize(str(operation_id or "")), context.update)
-            return await self.answer(settled.request(spec.name, dict(raw_arguments)), context.update)
+                acting = settled.authorize(str(operation_id or ""))
+            else:
+                acting = settled.request(spec.name, dict(raw_arguments))
+            return await self.answer_following(acting, context.update)
 
         schema = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
         return function_tool(call, raw_schema=schema)

@@ -128,7 +128,7 @@ class SettledPipecat(FollowingBridge):
         async def not_final(text: str) -> None:
             await params.result_callback(text, properties=FunctionCallResultProperties(is_final=False))
 
-        await params.result_callback(await self.answer(call, not_final))
+        await params.result_callback(await self.answer_following(call, not_final))
 
     # -- events ----------------------------------------------------------------------------------
 
