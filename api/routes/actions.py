@@ -16,6 +16,7 @@ from settled.domain.models import (
     CreateAction,
     PresentedBody,
 )
+from settled.runtime.tracing import answered
 
 router = APIRouter(
     prefix="/v1/actions",
@@ -38,12 +39,12 @@ async def create_action(
     created, status = await gateway.create(tenant, body, wait)
     if not created:
         response.status_code = 200
-    return status
+    return answered(status)
 
 
 @router.get("/{operation_id}", response_model=ActionStatus)
 async def get_action(operation_id: OperationId, tenant: TenantDep, gateway: GatewayDep) -> ActionStatus:
-    return await gateway.get(tenant, operation_id)
+    return answered(await gateway.get(tenant, operation_id))
 
 
 @router.post("/{operation_id}/authorize", response_model=ActionStatus)
@@ -54,14 +55,14 @@ async def authorize_action(
     body: Annotated[AuthorizeBody | None, Body()] = None,
     wait: WaitS = 0,
 ) -> ActionStatus:
-    return await gateway.authorize(tenant, operation_id, (body or AuthorizeBody()).by, wait)
+    return answered(await gateway.authorize(tenant, operation_id, (body or AuthorizeBody()).by, wait))
 
 
 @router.post("/{operation_id}/amend", response_model=ActionStatus)
 async def amend_action(
     operation_id: OperationId, body: AmendBody, tenant: TenantDep, gateway: GatewayDep
 ) -> ActionStatus:
-    return await gateway.amend(tenant, operation_id, body.params)
+    return answered(await gateway.amend(tenant, operation_id, body.params))
 
 
 @router.post("/{operation_id}/cancel", response_model=ActionStatus)
@@ -73,18 +74,18 @@ async def cancel_action(
     wait: WaitS = 0,
 ) -> ActionStatus:
     body = body or CancelBody()
-    return await gateway.cancel(tenant, operation_id, body.by, body.reason, wait)
+    return answered(await gateway.cancel(tenant, operation_id, body.by, body.reason, wait))
 
 
 @router.post("/{operation_id}/reconcile", response_model=ActionStatus)
 async def reconcile_action(
     operation_id: OperationId, tenant: TenantDep, gateway: GatewayDep, wait: WaitS = 0
 ) -> ActionStatus:
-    return await gateway.reconcile(tenant, operation_id, wait, "reconcile requested over the API")
+    return answered(await gateway.reconcile(tenant, operation_id, wait, "reconcile requested over the API"))
 
 
 @router.post("/{operation_id}/presented", response_model=ActionStatus)
 async def record_presented(
     operation_id: OperationId, body: PresentedBody, tenant: TenantDep, gateway: GatewayDep
 ) -> ActionStatus:
-    return await gateway.presented(tenant, operation_id, body)
+    return answered(await gateway.presented(tenant, operation_id, body))

@@ -21,6 +21,8 @@ from opentelemetry.trace import Span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from temporalio.client import Interceptor
 
+from settled.domain.models import ActionStatus
+
 TRACER_NAME = "settled"
 _ON = "true"
 _state: dict[str, bool] = {}
@@ -153,6 +155,20 @@ def status_code(code: int) -> None:
     """The HTTP status the business service answered, on the current call's span."""
     if on():
         trace.get_current_span().set_attribute("http.response.status_code", code)
+
+
+def answered(status: ActionStatus) -> ActionStatus:
+    """`status`, noted on the current span (a route's): the action it answered of and the state it
+    reached. Ids, the kind and the state only: never params, reasons or sentences."""
+    if on():
+        trace.get_current_span().set_attributes(
+            {
+                "settled.operation_id": status.operation_id,
+                "settled.kind": status.kind,
+                "settled.state": status.state.value,
+            }
+        )
+    return status
 
 
 def carry(headers: dict[str, str]) -> dict[str, str]:

@@ -123,6 +123,10 @@ async def test_an_interrupted_refund_is_one_connected_trace(
         "settled.code_kind": False,
         "settled.outcome": "unknown",
     }
+    # A route that answered of an action names it and the state it reached.
+    presented = _named(spans, "POST /v1/actions/{operation_id}/presented")[0].attributes
+    assert (presented["settled.operation_id"], presented["settled.state"]) == (op, "confirmed")
+    assert presented["settled.kind"] == "secret_refund"
     lookup = _named(spans, "settled.lookup secret_refund")[0]
     assert lookup.attributes["http.response.status_code"] == 200 and lookup.start_ns > dispatch.end_ns
     if os.environ.get("SETTLED_TRACE_EXPORT"):  # docs/tracing.md's picture is drawn from this file
