@@ -49,7 +49,8 @@ async function call(params: Record<string, unknown>, options: { again?: string }
   const conversation = newId("conv");
   const script = new RefundScript(params, options.again);
   const voiceOut = new ScriptedTTS({ msPerChar: MS_PER_CHAR, chunkMs: 20 });
-  const session = new voice.AgentSession({ llm: new ScriptedLLM(script, { filler: FILLER }), tts: voiceOut });
+  // No "user away" timer: LiveKit leaves it running after the session closed, holding the test process.
+  const session = new voice.AgentSession({ llm: new ScriptedLLM(script, { filler: FILLER }), tts: voiceOut, userAwayTimeout: null });
   const speaker = new Loudspeaker(voiceOut.sentences);
   session.output.audio = speaker;
   const kinds = await actionKinds(settled, ["refund"]);
