@@ -11,7 +11,7 @@ import { initializeLogger, voice } from "@livekit/agents";
 import { type Channel, type EventType, SettledClient, actionKinds, derivedOperationId } from "@settled/client";
 import { SettledLiveKit } from "@settled/client/livekit";
 import { FILLER, Loudspeaker, RefundScript, ScriptedLLM, ScriptedTTS } from "../examples/livekit-scripted.js";
-import { API_URL, client, eventually, needsStack, newId, refund, sandbox } from "./support.js";
+import { API_URL, client, eventually, needsStack, newId, refund, sandbox, within } from "./support.js";
 
 initializeLogger({ pretty: false, level: "silent" });
 
@@ -57,7 +57,7 @@ async function call(params: Record<string, unknown>, options: { again?: string }
   const bridge = new SettledLiveKit(settled, conversation, kinds, { waitS: 5, authorizeOnCall: true });
   bridge.attach(session);
   const closed = new Promise((resolve) => session.once(voice.AgentSessionEventTypes.Close, resolve));
-  await session.start({ agent: new voice.Agent({ instructions: "Help with refunds.", tools: bridge.tools() }) });
+  await within(session.start({ agent: new voice.Agent({ instructions: "Help with refunds.", tools: bridge.tools() }) }), "the session's start");
   return { conversation, settled, bridge, session, speaker, script, closed };
 }
 
@@ -65,8 +65,8 @@ async function call(params: Record<string, unknown>, options: { again?: string }
 async function hangUp(c: Call): Promise<void> {
   c.speaker.hangUp();
   c.session.shutdown({ drain: false, reason: voice.CloseReason.PARTICIPANT_DISCONNECTED });
-  await c.closed;
-  await c.bridge.flush();
+  await within(c.closed, "the session's close");
+  await within(c.bridge.flush(), "the channel events sent");
 }
 
 /** What the session handed the model from its tools, oldest first (LiveKit sends a string result as JSON text). */
@@ -123,7 +123,7 @@ test("livekit: the caller cuts into the confirmation: interrupted, cut, owed, on
   const c = await call(params);
   c.session.generateReply({ userInput: asks(params) });
   await c.speaker.until("Your reference", 150);
-  await c.session.interrupt().await;
+  await within(c.session.interrupt().await, "the interruption");
   await eventually(async () => c.settled.sent.includes("presented cut"), "the cut recorded");
   await hangUp(c);
   const op = await derivedOperationId(c.conversation, "refund", params);
@@ -141,7 +141,7 @@ test("livekit: asked again after an interruption, with 5.0 for 5 and keys reorde
   const c = await call(params, { again });
   c.session.generateReply({ userInput: asks(params) });
   await c.speaker.until("Your reference", 150);
-  await c.session.interrupt().await; // the caller cuts in ...
+  await within(c.session.interrupt().await, "the interruption"); // the caller cuts in ...
   c.session.generateReply({ userInput: "Please try again." }); // ... and asks again
   await eventually(async () => c.script.said.length >= 2, "the second answer");
   await c.speaker.until("Your reference"); // the first one was cut: this is the repeat, played to its end
@@ -167,7 +167,7 @@ test("livekit: a lost answer is never said done; verify_action finds the one ref
   const first = await eventually(async () => toolOutputs(c)[0], "the refund tool's answer");
   assert.ok(!first.startsWith("CONFIRMED"), first);
   const answered = await eventually(async () => {
-    await c.session.run({ userInput: "Did you do it?" }).wait();
+    await within(c.session.run({ userInput: "Did you do it?" }).wait(), "the answer to the check");
     const last = c.script.said.at(-1) ?? "";
     return last.includes("CONFIRMED") ? last : undefined;
   }, "the lookup's confirmation");
