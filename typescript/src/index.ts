@@ -1,7 +1,7 @@
 /**
  * settled for TypeScript agents: the typed client, the operation id rule, the truthful tool text
  * and the channel every adapter maps its framework's events to. The adapters are subpath exports:
- * `@settled/client/openai-realtime`, `@settled/client/ai-sdk`.
+ * `@settled/client/openai-realtime`, `@settled/client/livekit`, `@settled/client/ai-sdk`.
  */
 
 export * from "./channel.js";
