@@ -7,6 +7,9 @@ The session's stack, with a second API process of its own on the same Temporal s
 sandbox, keyed for acme and globex (and a third, with acme's key rotated).
 """
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -287,3 +290,16 @@ def test_neither_key_nor_token_reaches_the_apis_log(keyed: Stack, api: httpx.Cli
     assert op in log  # the log is the API's, and it has seen these calls
     for secret in (KEY, token, token.split(".")[2]):
         assert secret not in log
+
+
+def test_settled_token_prints_one_the_api_accepts(api: httpx.Client) -> None:
+    conversation = new_id("conv")
+    op = _booking(api, conversation)
+    env = {**os.environ, "SETTLED_API_KEYS": KEYS}
+    command = [sys.executable, "-m", "settled", "token", conversation, "--tenant", "acme", "--ttl", "600"]
+    printed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True)
+    token = printed.stdout.strip()
+    assert token.startswith("sc1.") and KEY not in printed.stdout + printed.stderr
+    assert api.get(f"/v1/actions/{op}", headers=bearer(token)).json()["conversation_id"] == conversation
+    too_long = subprocess.run([*command[:-1], "86401"], env=env, capture_output=True, text=True, timeout=60)
+    assert too_long.returncode == 2 and "at most 86400" in too_long.stderr
