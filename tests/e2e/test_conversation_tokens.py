@@ -111,7 +111,7 @@ def test_a_token_opens_every_route_of_its_conversation(
         "operation_id": op,
         "authorized": True,
     }
-    created = api.post("/v1/actions", json=body, params={"wait": 5}, headers=auth)
+    created = api.post("/v1/actions", json=body, params={"wait": 20}, headers=auth)
     assert created.status_code == 201 and created.json()["state"] == "confirmed", created.text
     assert api.post("/v1/actions", json=body, headers=auth).status_code == 200  # a repeat
     assert len(sandbox.records(f"acme:{op}", "refunds")) == 1
@@ -121,10 +121,12 @@ def test_a_token_opens_every_route_of_its_conversation(
     assert api.post(f"/v1/actions/{op}/presented", json=shown, headers=auth).json()["presented"]["completed"]
 
     booking = _booking(api, conversation, auth)
-    go = api.post(f"/v1/actions/{booking}/authorize", json={"by": "caller"}, params={"wait": 5}, headers=auth)
+    go = api.post(
+        f"/v1/actions/{booking}/authorize", json={"by": "caller"}, params={"wait": 20}, headers=auth
+    )
     assert go.json()["state"] == "confirmed", go.text
     later = _booking(api, conversation, auth)
-    stop = api.post(f"/v1/actions/{later}/cancel", json={"by": "caller"}, params={"wait": 5}, headers=auth)
+    stop = api.post(f"/v1/actions/{later}/cancel", json={"by": "caller"}, params={"wait": 20}, headers=auth)
     assert stop.json()["state"] == "cancelled", stop.text
 
     base = f"/v1/conversations/{conversation}"

@@ -41,7 +41,7 @@ test("a browser agent with a conversation token works its own conversation, and 
 
   const params = refund();
   const operationId = await derivedOperationId(CONVERSATION, "refund", params);
-  const created = await settled.createAction(CONVERSATION, "refund", params, { operationId, authorized: true, wait: 5 });
+  const created = await settled.createAction(CONVERSATION, "refund", params, { operationId, authorized: true, wait: 20 });
   assert.equal(created.created, true);
   assert.equal(created.state, "confirmed");
   const again = await settled.createAction(CONVERSATION, "refund", params, { operationId, authorized: true });
