@@ -1,5 +1,5 @@
 """Dependencies: the gateway of the app (connected lazily, so the API starts before Temporal does),
-and the tenant of the caller (an API key, or a page link token: api.page.access)."""
+and who calls (an API key, or a token for one conversation: api.access)."""
 
 import asyncio
 import logging
@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import httpx
 from fastapi import Depends, Request
+from settled.api.access import Caller, caller, tenant
 from settled.api.metrics import HostedWorkerCounters
-from settled.api.page.access import tenant_or_link
 from settled.gateway.gateway import Gateway, connect
 from settled.workflows.hosting import build_worker
 from temporalio.client import Client
@@ -88,4 +88,5 @@ async def get_gateway(request: Request) -> Gateway:
 
 
 GatewayDep = Annotated[Gateway, Depends(get_gateway)]
-TenantDep = Annotated[str | None, Depends(tenant_or_link)]
+TenantDep = Annotated[str | None, Depends(tenant)]
+CallerDep = Annotated[Caller, Depends(caller)]

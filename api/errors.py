@@ -59,7 +59,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, error: HTTPException) -> JSONResponse:
-        codes = {401: "unauthorized", 404: "not_found", 405: "invalid_request", 413: "payload_too_large"}
+        codes = {
+            401: "unauthorized",
+            403: "forbidden",
+            404: "not_found",
+            405: "invalid_request",
+            413: "payload_too_large",
+        }
         return error_response(
             error.status_code, codes.get(error.status_code, "invalid_request"), str(error.detail)
         )

@@ -10,8 +10,8 @@ import math
 import time
 from collections.abc import Callable
 
+from settled.api.access import key_tenant
 from settled.api.errors import send_error
-from settled.api.page.access import key_tenant
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from settled.runtime.config import RateLimit

@@ -111,6 +111,7 @@ TOOLS = {
     "soak": "soak a stack of its own under faults and judge every answer (settled soak --help)",
     "bench": "measure what durability costs beside the bare call and Temporal's floor (settled bench --help)",
     "page-link": "print the signed link to a conversation's text page (settled page-link --help)",
+    "token": "print a conversation token for a browser agent (settled token --help)",
     "platform-tools": "print a voice platform's tools for the kinds (settled platform-tools --help)",
 }
 
@@ -120,10 +121,10 @@ def _run_tool(name: str, argv: list[str]) -> int:
         from settled.soak.cli import main as soak
 
         return soak(argv)
-    if name == "page-link":
-        from settled.api.page.cli import main as page_link
+    if name in ("page-link", "token"):
+        from settled.cli import signing
 
-        return page_link(argv)
+        return signing.page_link(argv) if name == "page-link" else signing.token(argv)
     if name == "platform-tools":
         from settled.api.edges.platforms.tools import main as platform_tools
 

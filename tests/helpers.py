@@ -4,12 +4,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
 from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant
-from settled.runtime.stack import Stack
+from settled.runtime.stack import Ports, Stack, free_port
 
 T = TypeVar("T")
 
@@ -134,6 +135,15 @@ def api_client(stack: Stack, **options: Any) -> Iterator[httpx.Client]:
     """A client of the stack's API (`options` such as headers go to httpx)."""
     with httpx.Client(base_url=stack.api_url, timeout=40, **options) as client:
         yield client
+
+
+def second_api(stack: Stack, data_dir: Path, **env: str) -> Stack:
+    """Another API process on the stack's Temporal server, worker and sandbox, with its own settings
+    (API keys, a rate limit): started, its `stop()` left to the caller."""
+    ports = Ports(api=free_port(), temporal=stack.ports.temporal, sandbox=stack.ports.sandbox)
+    api = Stack(data_dir, ports, config=stack.config, sandbox=False, ui=False, extra_env=env)
+    api.start_api()
+    return api
 
 
 @contextmanager

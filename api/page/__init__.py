@@ -1,5 +1,4 @@
 """The text channel page: `/c/{conversation_id}`, where the customer sees, continues and controls the
-work of a conversation after the call (routes), and the signed links that open it (links, access).
-
-Kept import-free so that `api.deps` may import `api.page.access` without a cycle.
+work of a conversation after the call (routes), and the signed links that open it (links; the
+routes a link opens: api.access).
 """

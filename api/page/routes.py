@@ -15,10 +15,10 @@ from string import Template
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from settled.api.page.links import LinkError, verify_token
 
 from settled.domain.kinds import Kinds
 from settled.domain.models import IDENTIFIER_PATTERN
+from settled.tokens import PAGE_LINK, TokenError, verify
 
 router = APIRouter(tags=["page"], include_in_schema=False)
 
@@ -96,8 +96,8 @@ async def conversation_page(conversation_id: str, request: Request, t: str | Non
     keys: dict[str, str] = request.app.state.settings.api_keys
     if keys:
         try:
-            link = verify_token(t or "", keys)
-        except LinkError as error:
+            link = verify(PAGE_LINK, t or "", keys)
+        except TokenError as error:
             detail = f"This page opens only from the link you were sent, and {error}. Ask us for a new one."
             return _refusal(401, "This link can't be opened", detail)
         if link.conversation_id != conversation_id:

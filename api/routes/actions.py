@@ -3,7 +3,7 @@
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
-from settled.api.deps import GatewayDep, TenantDep
+from settled.api.deps import CallerDep, GatewayDep, TenantDep
 from settled.api.strict import StrictJsonRoute, valid_path_ids
 
 from settled.domain.models import (
@@ -34,9 +34,10 @@ WaitS = Annotated[
 
 @router.post("", response_model=ActionStatus, status_code=201, responses={200: {"model": ActionStatus}})
 async def create_action(
-    body: CreateAction, response: Response, tenant: TenantDep, gateway: GatewayDep, wait: WaitS = 0
+    body: CreateAction, response: Response, caller: CallerDep, gateway: GatewayDep, wait: WaitS = 0
 ) -> ActionStatus:
-    created, status = await gateway.create(tenant, body, wait)
+    caller.may_use(body.conversation_id)
+    created, status = await gateway.create(caller.tenant, body, wait)
     if not created:
         response.status_code = 200
     return answered(status)

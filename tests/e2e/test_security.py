@@ -17,9 +17,9 @@ import pytest
 from settled.api.page.links import mint_link
 
 from settled.runtime.config import Settings
-from settled.runtime.stack import Ports, Stack, free_port
+from settled.runtime.stack import Stack
 from tests.e2e.conftest import StackOptions
-from tests.helpers import BOOKING, Sandbox, api_client, create, new_id, wait_for
+from tests.helpers import BOOKING, Sandbox, api_client, create, new_id, second_api, wait_for
 
 KEY = "acme-key-0123456789"
 OTHER_KEY = "globex-key-0123456789"
@@ -393,18 +393,10 @@ BURST = 5
 LIMIT = f"1/min,burst={BURST}"
 
 
-def _second_api(secure: Stack, data_dir: Path, **env: str) -> Stack:
-    """Another API process on the same Temporal server and worker, with its own settings."""
-    ports = Ports(api=free_port(), temporal=secure.ports.temporal, sandbox=secure.ports.sandbox)
-    api = Stack(data_dir, ports, config=secure.config, sandbox=False, ui=False, extra_env=env)
-    api.start_api()
-    return api
-
-
 @pytest.fixture
 def limited(secure: Stack, tmp_path: Path) -> Iterator[str]:
     """A keyed API with a low limit (fresh buckets for each test)."""
-    api = _second_api(secure, tmp_path, SETTLED_API_KEYS=API_KEYS, SETTLED_RATE_LIMIT=LIMIT)
+    api = second_api(secure, tmp_path, SETTLED_API_KEYS=API_KEYS, SETTLED_RATE_LIMIT=LIMIT)
     yield api.api_url
     api.stop()
 
@@ -412,7 +404,7 @@ def limited(secure: Stack, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def limited_open(secure: Stack, tmp_path: Path) -> Iterator[str]:
     """An API without keys with a low limit: the bucket is the client's address."""
-    api = _second_api(secure, tmp_path, SETTLED_RATE_LIMIT=LIMIT)
+    api = second_api(secure, tmp_path, SETTLED_RATE_LIMIT=LIMIT)
     yield api.api_url
     api.stop()
 

@@ -1,8 +1,8 @@
 """Signed page links: the token itself, and the page and /v1 routes behind API keys.
 
-The keyed tests run the real API app in-process, on the session stack's Temporal and sandbox, with
-`api.page.access.tenant_or_link` standing in for `api.deps.get_tenant` (the change the page asks of
-api/deps.py), and drive the page through it in the browser.
+The keyed tests run the real API app in-process, on the session stack's Temporal and sandbox, where
+`api.access` lets a link token through on the page's routes only, and drive the page through it in
+the browser.
 """
 
 import base64
@@ -15,11 +15,12 @@ import httpx
 import pytest
 import uvicorn
 from settled.api.app import create_app
-from settled.api.page.links import LinkError, mint_link, mint_token, verify_token
+from settled.api.page.links import mint_link
 
 from settled.domain.kinds import Variant, sandbox_kinds_text
 from settled.runtime.config import Settings, parse_api_keys
 from settled.runtime.stack import Stack, free_port
+from settled.tokens import PAGE_LINK, TokenError, sign, verify
 from tests.helpers import BOOKING, Sandbox, new_id, wait_for
 from tests.page.conftest import CHROMIUM, Watched, only_record
 
@@ -41,7 +42,7 @@ def token_of(url: str) -> str:
 def test_a_link_opens_its_tenant_and_conversation() -> None:
     url = mint_link(KEYED, "c-42", "tenant_a", base_url="https://assist.example/")
     assert url.startswith("https://assist.example/c/c-42?t=sl1.")
-    link = verify_token(token_of(url), KEYS)
+    link = verify(PAGE_LINK, token_of(url), KEYS)
     assert (link.tenant, link.conversation_id, link.expires_at) == ("tenant_a", "c-42", None)
 
 
@@ -62,9 +63,9 @@ def test_minting_needs_a_tenant_with_a_key_and_a_valid_id() -> None:
 
 def test_an_expired_link_is_refused_and_an_unexpired_one_is_not() -> None:
     url = mint_link(KEYED, "c-42", "tenant_a", ttl_s=60, now=1_000_000)
-    assert verify_token(token_of(url), KEYS, now=1_000_059).expires_at == 1_000_060
-    with pytest.raises(LinkError, match="expired"):
-        verify_token(token_of(url), KEYS, now=1_000_060)
+    assert verify(PAGE_LINK, token_of(url), KEYS, now=1_000_059).expires_at == 1_000_060
+    with pytest.raises(TokenError, match="expired"):
+        verify(PAGE_LINK, token_of(url), KEYS, now=1_000_060)
 
 
 @pytest.mark.parametrize(
@@ -75,30 +76,30 @@ def test_an_expired_link_is_refused_and_an_unexpired_one_is_not() -> None:
         "sl1.a.b",
         "sl1.a.b.c",
         "not-a-link",
-        mint_token(KEY_B, "tenant_a", "c-42"),  # signed with another tenant's key
-        mint_token("key-nobody-999", "tenant_a", "c-42"),
-        mint_token(KEY_A, "tenant_a", "c-42")[:-2] + "AA",  # a forged signature
+        sign(PAGE_LINK, KEY_B, "tenant_a", "c-42", None),  # signed with another tenant's key
+        sign(PAGE_LINK, "key-nobody-999", "tenant_a", "c-42", None),
+        sign(PAGE_LINK, KEY_A, "tenant_a", "c-42", None)[:-2] + "AA",  # a forged signature
     ],
 )
 def test_a_token_not_signed_by_its_tenants_key_is_refused(token: str) -> None:
-    with pytest.raises(LinkError, match="not valid"):
-        verify_token(token, KEYS)
+    with pytest.raises(TokenError, match="not valid"):
+        verify(PAGE_LINK, token, KEYS)
 
 
 def test_the_signed_fields_cannot_be_changed() -> None:
-    genuine = mint_token(KEY_A, "tenant_a", "c-42")
+    genuine = sign(PAGE_LINK, KEY_A, "tenant_a", "c-42", None)
     _, signature = genuine[len("sl1.") :].split(".")
     for payload in (b"tenant_b\nc-42\n", b"tenant_a\nc-43\n", b"tenant_a\nc-42\n9999999999"):
         forged = "sl1." + base64.urlsafe_b64encode(payload).rstrip(b"=").decode() + "." + signature
-        with pytest.raises(LinkError):
-            verify_token(forged, KEYS)
+        with pytest.raises(TokenError):
+            verify(PAGE_LINK, forged, KEYS)
 
 
 def test_any_key_of_the_tenant_verifies_so_keys_can_rotate() -> None:
-    assert verify_token(mint_token(KEY_A_NEW, "tenant_a", "c-42"), KEYS).tenant == "tenant_a"
+    assert verify(PAGE_LINK, sign(PAGE_LINK, KEY_A_NEW, "tenant_a", "c-42", None), KEYS).tenant == "tenant_a"
     rotated = {KEY_A_NEW: "tenant_a"}  # the old key is gone: links signed with it end
-    with pytest.raises(LinkError):
-        verify_token(mint_token(KEY_A, "tenant_a", "c-42"), rotated)
+    with pytest.raises(TokenError):
+        verify(PAGE_LINK, sign(PAGE_LINK, KEY_A, "tenant_a", "c-42", None), rotated)
 
 
 # -- behind API keys, on the real stack ------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The test vectors that hold the TypeScript package to Python's rules, generated from Python:
-params (as JSON text) → canonical form → operation id, and ActionStatus fixtures → the adapters' tool
-text. `python -m tests.typescript.vectors` writes them to typescript/test/vectors.json; the TypeScript
-suite checks every one, and tests/typescript/test_vectors.py fails when the file is not what Python
-generates now."""
+params (as JSON text) → canonical form → operation id, ActionStatus fixtures → the adapters' tool
+text, and a key, tenant, conversation and time → the conversation token. `python -m
+tests.typescript.vectors` writes them to typescript/test/vectors.json; the TypeScript suite checks
+every one, and tests/typescript/test_vectors.py fails when the file is not what Python generates now."""
 
 import json
 from datetime import UTC, datetime
@@ -22,6 +22,7 @@ from settled.client import SettledAPIError, SettledError, SettledUnreachable
 from settled.domain.canonical import canonical_params
 from settled.domain.models import ActionStatus
 from settled.domain.states import State, claim_for
+from settled.tokens import mint_conversation_token
 
 PATH = Path(__file__).resolve().parents[2] / "typescript" / "test" / "vectors.json"
 
@@ -154,8 +155,34 @@ def _text() -> dict[str, Any]:
     }
 
 
+# (API key, tenant, conversation id, now in Unix seconds, ttl in seconds): a fractional time, the
+# bounds of the ttl, a key beyond ASCII (both sides sign its UTF-8 bytes), the longest ids.
+TOKEN_INPUTS = [
+    ("acme-key-0123456789", "acme", "c-42", 1_765_000_000, 3600),
+    ("acme-key-0123456789", "acme", "c-42", 1_765_000_000.75, 0.5),
+    ("k", "t", "c", 0, 86_400),
+    ("cl\u00e9-\u65e5\u672c-\U0001f600", "tenant_b", "conv.1:a_b-c", 1_765_432_109.999, 900),
+    ("x" * 80, "T" * 64, "c" * 128, 2_000_000_000, 60),
+]
+
+
+def _tokens() -> list[dict[str, Any]]:
+    return [
+        {
+            "key": key,
+            "tenant": tenant,
+            "conversation_id": conversation_id,
+            "now": now,
+            "ttl_s": ttl_s,
+            "token": mint_conversation_token(key, tenant, conversation_id, ttl_s=ttl_s, now=now),
+        }
+        for key, tenant, conversation_id, now, ttl_s in TOKEN_INPUTS
+    ]
+
+
 def generate() -> str:
-    return json.dumps({"ids": _ids(), "text": _text()}, indent=1, ensure_ascii=False) + "\n"
+    vectors = {"ids": _ids(), "text": _text(), "conversation_tokens": _tokens()}
+    return json.dumps(vectors, indent=1, ensure_ascii=False) + "\n"
 
 
 if __name__ == "__main__":

@@ -62,6 +62,8 @@ export interface ClientOptions {
   baseUrl: string;
   /** A tenant's API key. Never give one to code that runs in a browser: see the guide. */
   apiKey?: string;
+  /** A conversation token (the browser case): its conversation's routes only, until it expires. */
+  token?: string;
   /** Extra headers on every request (for example a proxy's own short-lived credential). */
   headers?: Record<string, string>;
   fetch?: typeof fetch;
@@ -110,7 +112,9 @@ export class SettledClient {
   constructor(options: ClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.#headers = { ...options.headers };
-    if (options.apiKey) this.#headers.authorization = `Bearer ${options.apiKey}`;
+    if (options.token && options.apiKey) throw new TypeError("give apiKey or token, not both");
+    const credential = options.token ?? options.apiKey;
+    if (credential) this.#headers.authorization = `Bearer ${credential}`;
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.#timeoutMs = options.timeoutMs ?? 10_000;
     this.#retries = options.retries ?? 3;

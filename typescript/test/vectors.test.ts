@@ -19,6 +19,7 @@ import {
   toolAnswer,
   toolSet,
 } from "@settled/client";
+import { mintConversationToken } from "@settled/client/server";
 
 interface Vectors {
   ids: { conversation_id: string; kind: string; params_json: string; round: number; canonical: string; operation_id: string }[];
@@ -28,6 +29,7 @@ interface Vectors {
     error_answer: { code: string; message: string; status: number | null; text: string }[];
     tool_set: { kinds: ActionKind[]; tools: unknown[] };
   };
+  conversation_tokens: { key: string; tenant: string; conversation_id: string; now: number; ttl_s: number; token: string }[];
 }
 
 const vectors = JSON.parse(readFileSync(new URL("../../test/vectors.json", import.meta.url), "utf8")) as Vectors;
@@ -78,4 +80,15 @@ test("the tool text of every vector is Python's, word for word", () => {
     assert.equal(errorAnswer(error), vector.text);
   }
   assert.deepEqual(toolSet(vectors.text.tool_set.kinds), vectors.text.tool_set.tools);
+});
+
+test("every conversation token minted here is the one Python mints", () => {
+  assert.ok(vectors.conversation_tokens.length >= 5);
+  for (const vector of vectors.conversation_tokens) {
+    const options = { ttlS: vector.ttl_s, now: vector.now };
+    assert.equal(mintConversationToken(vector.key, vector.tenant, vector.conversation_id, options), vector.token);
+  }
+  assert.throws(() => mintConversationToken("k", "t", "c", { ttlS: 86_401 }), RangeError);
+  assert.throws(() => mintConversationToken("k", "t", "c", { ttlS: 0 }), RangeError);
+  assert.throws(() => mintConversationToken("k", "t", "c 1"), RangeError);
 });

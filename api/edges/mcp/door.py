@@ -9,10 +9,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from settled.api.access import key_tenant
 from settled.api.edges.mcp.caller import tenant_user
 from settled.api.edges.mcp.server import mcp_server
 from settled.api.errors import send_error
-from settled.api.page.access import key_tenant
 from starlette.types import Receive, Scope, Send
 
 PATH = "/mcp"

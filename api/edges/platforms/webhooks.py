@@ -9,8 +9,8 @@ import logging
 from collections.abc import Callable
 
 from fastapi import HTTPException, Request
+from settled.api.access import key_tenant
 from settled.api.edges.inprocess import tenant_key
-from settled.api.page.access import key_tenant
 
 from settled.business.secrets import SecretError, read_secret, secret_is_set
 from settled.runtime.config import Settings
