@@ -13,10 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from settled.adapters.common import derived_operation_id, load_action_kinds
 
+from examples.scripted import RefundScript
 from settled.client import SettledClient
 from settled.domain.kinds import Variant
 from settled.domain.states import State
@@ -140,6 +143,66 @@ async def test_an_interrupted_refund_is_one_connected_trace(
     everything = json.dumps([span.attributes for span in receiver.spans]) + repr(receiver.bodies)
     for forbidden in (ORDER, "31.75", TOKEN, confirmed.say, "wait="):
         assert forbidden not in everything, forbidden
+
+
+@pytest.fixture
+def livekit_spans() -> Iterator[InMemorySpanExporter]:
+    """LiveKit's tracer provider for this test only, as an app sets it (`set_tracer_provider`)."""
+    pytest.importorskip("livekit.agents", reason="LiveKit Agents is not installed: settled[livekit]")
+    from livekit.agents.telemetry import set_tracer_provider
+    from livekit.agents.telemetry.traces import tracer as livekit_tracer
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    set_tracer_provider(provider, allow_pii=False)
+    yield spans
+    livekit_tracer.set_provider(trace.NoOpTracerProvider())
+
+
+async def test_livekit_s_tool_call_span_parents_the_action_s_trace(
+    traced_stack: Stack, traced_sandbox: Sandbox, receiver: Receiver, livekit_spans: InMemorySpanExporter
+) -> None:
+    """LiveKit Agents' own tool-call span parents what settled does for the call: the adapter runs
+    inside LiveKit's `function_tool` span, and the client carries its context to the API, whose spans
+    and the request to the business service join LiveKit's trace (a real `AgentSession`, offline)."""
+    from livekit.agents import Agent, AgentSession
+    from settled.adapters.livekit import SettledLiveKit
+
+    from examples.livekit_refund import ScriptedLLM
+
+    conversation, order = new_id("conv"), new_id("order")
+    params = {"order_id": order, "amount": 12, "currency": "EUR"}
+    kinds = load_action_kinds(traced_stack.config, names=["refund"])
+    async with SettledClient(traced_stack.api_url) as client:
+        bridge = SettledLiveKit(client, conversation, kinds, wait_s=5, authorize_on_call=True)
+        session: AgentSession[None] = AgentSession(
+            llm=ScriptedLLM(RefundScript(refund=params), call_prefix="c")
+        )
+        bridge.attach(session)
+        await session.start(Agent(instructions="refunds", tools=bridge.tools()))
+        await session.run(user_input=f"Please refund order {order}.")
+        await session.aclose()
+        await bridge.aclose()
+
+    [tool] = [span for span in livekit_spans.get_finished_spans() if span.name == "function_tool"]
+    trace_id = format(tool.context.trace_id, "032x")
+    tool_id = format(tool.context.span_id, "016x")
+    [write] = [
+        row
+        for row in traced_sandbox.requests(derived_operation_id(conversation, "refund", params))
+        if row["op"] == "create"
+    ]
+    assert write["traceparent"].split("-")[1] == trace_id  # the service joined LiveKit's trace
+
+    def created() -> list:
+        return [
+            span
+            for span in receiver.of_trace(trace_id)
+            if span.name.startswith("POST /v1/actions") and span.parent_id == tool_id
+        ]
+
+    wait_for(created, timeout_s=30, what="the API's create span under LiveKit's function_tool span")
 
 
 def _writes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
