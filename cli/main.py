@@ -76,6 +76,10 @@ def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         ("export-history", "the workflow history of an action, as JSON"),
     ):
         add(name, text).add_argument("operation_id")
+    doctor = sub.add_parser(
+        "doctor", help="check that settled can run on its Temporal (the checks the worker and the API make)"
+    )
+    doctor.add_argument("--json", action="store_true", help="JSON instead of text")
     replay = add("replay", help="replay workflow histories against the current code")
     replay.add_argument("operation_ids", nargs="*")
     replay.add_argument("--query", help="a visibility query selecting workflows to replay")
@@ -220,9 +224,9 @@ def _main(argv: list[str] | None = None) -> None:
 
             sys.exit(run_drill(args))
         else:
-            from settled.cli import operators
+            from settled.cli import doctor, operators
 
-            code = asyncio.run(operators.run(args))
+            code = asyncio.run(doctor.run(args) if args.command == "doctor" else operators.run(args))
             # The Temporal SDK's runtime threads can abort a finalizing interpreter (PyGILState_Release):
             # flush and leave without finalization, so the exit code is ours.
             sys.stdout.flush()

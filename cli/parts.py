@@ -1,11 +1,14 @@
 """The long-running parts of settled, each runnable alone, and `dev`, which runs them all."""
 
 import argparse
+import asyncio
 import gc
+import os
 import signal
 import subprocess
 import sys
 import threading
+from typing import NoReturn
 
 from settled.business.startup import prepare
 from settled.domain.kinds import load_kinds
@@ -17,6 +20,14 @@ from settled.runtime.stack import Ports, Stack, StackError, ensure_free
 def _fail(message: str) -> None:
     print(f"settled: {message}", file=sys.stderr)
     sys.exit(1)
+
+
+def _leave(line: str, code: int) -> NoReturn:
+    """One line, then out without finalizing: the Temporal SDK's runtime threads can abort a
+    finalizing interpreter (PyGILState_Release), which would replace our exit code and line."""
+    print(line, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def _stop_event() -> threading.Event:
@@ -78,6 +89,7 @@ def server(args: argparse.Namespace) -> None:
 
 
 def worker(args: argparse.Namespace) -> None:
+    from settled.gateway.preflight import Refused
     from settled.workers.main import main
 
     settings = Settings.from_env()
@@ -100,12 +112,17 @@ def worker(args: argparse.Namespace) -> None:
         served = [spec for spec in served if spec.name in names]
     names = [spec.name for spec in served]
     kinds, handlers = prepare(kinds, sends=True, serving=names)
-    main(settings, [spec for spec in kinds if spec.name in names], handlers, workflows=not args.no_workflows)
+    try:
+        served_kinds = [spec for spec in kinds if spec.name in names]
+        main(settings, served_kinds, handlers, workflows=not args.no_workflows)
+    except Refused as refused:
+        _leave(f"settled worker: {refused}", 2)
 
 
 def api(args: argparse.Namespace) -> None:
     import uvicorn
     from settled.api.app import create_app
+    from settled.gateway.preflight import Refused, ready
 
     settings = Settings.from_env()
     app = create_app(settings, load_kinds(settings.kinds_file("api"), settings.sandbox_url))
@@ -113,6 +130,13 @@ def api(args: argparse.Namespace) -> None:
         ensure_free(args.api_port, "API", "--api-port", host=args.host)
     except StackError as error:
         _fail(str(error))
+    try:
+        # Checked before serving; a Temporal not up yet is no refusal (the API connects when asked).
+        _, notes = asyncio.run(ready(settings, unreachable_ok=True))
+    except Refused as refused:
+        _leave(f"settled api: {refused}", 2)
+    for note in notes:
+        print(f"settled api: note: {note}", file=sys.stderr, flush=True)
     configure_logs("api")
     # Everything imported and built so far lives as long as the process: out of the collector's
     # sight, so that its full passes under load do not walk it again and again.
