@@ -29,6 +29,7 @@ def _parts(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     dev.add_argument("--temporal-port", type=int, default=7233)
     dev.add_argument("--ui-port", type=int, default=8233)
     dev.add_argument("--sandbox-port", type=int, default=8100)
+    dev.add_argument("--worker-metrics-port", type=int, default=9464, help="the worker's Prometheus metrics")
     dev.add_argument("--no-sandbox", action="store_true")
 
     server = sub.add_parser("server", help="the Temporal dev server alone")

@@ -30,6 +30,14 @@ def _leave(line: str, code: int) -> NoReturn:
     os._exit(code)
 
 
+class _Stopped(BaseException):
+    """SIGINT or SIGTERM while the stack starts."""
+
+
+def _interrupt(*_: object) -> None:
+    raise _Stopped
+
+
 def _stop_event() -> threading.Event:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -40,23 +48,36 @@ def _stop_event() -> threading.Event:
 def dev(args: argparse.Namespace) -> None:
     settings = Settings.from_env()
     config = args.config or settings.config_path
-    ports = Ports(api=args.api_port, temporal=args.temporal_port, ui=args.ui_port, sandbox=args.sandbox_port)
+    ports = Ports(
+        api=args.api_port,
+        temporal=args.temporal_port,
+        ui=args.ui_port,
+        sandbox=args.sandbox_port,
+        worker_metrics=args.worker_metrics_port,
+    )
     stack = Stack(args.data_dir, ports, config=config, sandbox=not args.no_sandbox)
     if not args.no_sandbox:
         stack.extra_env["SETTLED_SANDBOX_URL"] = stack.sandbox_url
     # A bad kinds file, a handler that does not import or a missing secret fails here, before anything starts.
     prepare(load_kinds(config, stack.sandbox_url), sends=True)
-    stop = _stop_event()
+    # A stop asked for while the stack starts stops it at once (start() stops what it started).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt)
     try:
         stack.start()
     except StackError as error:
         _fail(str(error))
+    except _Stopped:
+        print("settled dev stopped while starting", flush=True)
+        sys.exit(0)
+    stop = _stop_event()
     print("settled dev is up (Ctrl-C stops everything):")
     print(f"  API          {stack.api_url}   (docs at {stack.api_url}/docs)")
     print(f"  Temporal     {stack.temporal_address}   (data in {stack.data_dir})")
     print(f"  Temporal UI  {stack.ui_url}")
     if stack.sandbox:
         print(f"  sandbox      {stack.sandbox_url}   (records at {stack.sandbox_url}/_sandbox/records)")
+    print(f"  worker metrics {stack.worker_metrics_url}")
     print(f"  logs         {stack.data_dir / 'logs'}", flush=True)
     try:
         while not stop.wait(0.5):
