@@ -13,7 +13,7 @@ from typing import Any, Literal
 from settled.gateway.gateway import GatewayError, connect
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, ExecuteMultiOperationRequest
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
@@ -144,28 +144,6 @@ def _features(described: Any) -> list[Check]:
     return checks
 
 
-async def _update_with_start(client: Client, namespace: str) -> Check:
-    """Probed with an empty request, which an enabled server refuses as invalid and a server with the
-    feature off refuses as off: nothing is started either way."""
-    try:
-        probe = ExecuteMultiOperationRequest(namespace=namespace)
-        await client.workflow_service.execute_multi_operation(probe)
-    except RPCError as error:
-        if error.status is RPCStatusCode.INVALID_ARGUMENT:
-            return Check("update-with-start", "ok", "on")
-        if error.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED) and (
-            "disabled" in error.message.lower() or error.status is RPCStatusCode.UNIMPLEMENTED
-        ):
-            return Check(
-                "update-with-start",
-                "failed",
-                f"off on this server ({error.message}): a channel event is recorded by one",
-                {"self-hosted": "dynamic config frontend.enableExecuteMultiOperation: true"},
-            )
-        return Check("update-with-start", "ok", f"not refused as off ({error.status.name})")
-    return Check("update-with-start", "ok", "on")
-
-
 async def checks_on(client: Client, settings: Settings) -> list[Check]:
     """Every check after the connection, on a connected client."""
     namespace, described = await _namespace(client, settings.namespace)
@@ -175,7 +153,6 @@ async def checks_on(client: Client, settings: Settings) -> list[Check]:
         namespace,
         *await _search_attributes(client, settings.namespace),
         *_features(described),
-        await _update_with_start(client, settings.namespace),
     ]
 
 
