@@ -196,6 +196,7 @@ class Ports:
     ui: int = 8233
     sandbox: int = 8100
     temporal_http: int = 0  # 0: pick a free one
+    temporal_metrics: int = 0  # the dev server's own Prometheus metrics; 0: not served
     worker_metrics: int = 9464
 
     @classmethod
@@ -341,6 +342,8 @@ class Stack:
             "--log-level", "error",
             *visibility.dev_server_flags(),
         ]  # fmt: skip
+        if ports.temporal_metrics:
+            argv += ["--metrics-port", str(ports.temporal_metrics)]
         for pragma in self.sqlite_pragmas:
             argv += ["--sqlite-pragma", pragma]
         for value in DYNAMIC_CONFIG:
@@ -375,6 +378,10 @@ class Stack:
         child = self._spawn("sandbox", argv)
         wait_until(lambda: _http_ok(f"{self.sandbox_url}/_sandbox/faults"), timeout_s, "the sandbox", child)
         return child
+
+    @property
+    def temporal_metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.temporal_metrics}/metrics"
 
     @property
     def worker_metrics_url(self) -> str:
