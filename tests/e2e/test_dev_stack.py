@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from settled.runtime.stack import Ports
 from tests.helpers import wait_for
@@ -60,28 +61,24 @@ def test_dev_starts_everything_and_stops_it_on_sigterm(tmp_path: Path) -> None:
             dev.kill()
 
 
-def test_dev_refuses_a_taken_port_with_a_clear_error(tmp_path: Path) -> None:
-    ports = Ports.free()
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", ports.api))
-        holder.listen()
-        dev = _dev(tmp_path / "data", ports)
-        output, _ = dev.communicate(timeout=60)
-    assert dev.returncode == 1
-    assert f"port {ports.api} (API) is already in use" in output and "--api-port" in output
-
-
-def test_dev_checks_the_worker_metrics_port_like_the_others(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("part", "what", "flag"),
+    [("api", "API", "--api-port"), ("worker_metrics", "worker metrics", "--worker-metrics-port")],
+)
+def test_dev_refuses_a_taken_port_with_a_clear_error_before_starting_anything(
+    tmp_path: Path, part: str, what: str, flag: str
+) -> None:
     """A second `settled dev` beside another: every port it binds has a flag and is checked first."""
     ports = Ports.free()
+    taken = getattr(ports, part)
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", ports.worker_metrics))
+        holder.bind(("127.0.0.1", taken))
         holder.listen()
         dev = _dev(tmp_path / "data", ports)
         output, _ = dev.communicate(timeout=60)
     assert dev.returncode == 1
-    assert f"port {ports.worker_metrics} (worker metrics) is already in use" in output
-    assert "--worker-metrics-port" in output and not _listening(ports.temporal)
+    assert f"port {taken} ({what}) is already in use" in output and flag in output
+    assert not _listening(ports.temporal)
 
 
 def test_sigterm_while_the_stack_starts_stops_it_at_once(tmp_path: Path) -> None:
