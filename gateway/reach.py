@@ -8,6 +8,8 @@ the setting that fixes it, scrubbed of every secret the connection holds.
 import asyncio
 import logging
 import re
+import ssl
+from contextlib import suppress
 from pathlib import Path
 
 from temporalio.client import Client
@@ -39,9 +41,34 @@ def _credentials(connection: Connection) -> str:
     return "check " + " and ".join(offered)
 
 
-def why_unreachable(connection: Connection, error: BaseException) -> str:
+async def speaks_tls(address: str, timeout_s: float = 3.0) -> bool:
+    """Whether a TLS handshake succeeds at `address` (its certificate unchecked: only the protocol is
+    asked). A plaintext gRPC client meeting a TLS port sees only a closed connection or a garbled
+    frame, depending on timing; this tells the two causes apart."""
+    host, _, port = address.rpartition(":")
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(host.strip("[]"), int(port), ssl=context), timeout_s
+        )
+    except (OSError, ssl.SSLError, TimeoutError, ValueError):
+        return False
+    writer.close()
+    with suppress(OSError, ssl.SSLError):
+        await writer.wait_closed()
+    return True
+
+
+async def why_unreachable(connection: Connection, error: BaseException) -> str:
     """One line: what went wrong reaching Temporal and which setting fixes it."""
     text = str(error)
+    plaintext_at_tls = not connection.uses_tls and (
+        "FRAME_SIZE_ERROR" in text
+        or "h2 protocol error" in text
+        or ("Connection refused" not in text and await speaks_tls(connection.address))
+    )
     where = f"Temporal at {connection.address}"
     status = _STATUS.search(text)
     code = status.group(1) if status else None
@@ -66,7 +93,7 @@ def why_unreachable(connection: Connection, error: BaseException) -> str:
             f"cannot resolve the host of {connection.address}: "
             "check SETTLED_TEMPORAL_ADDRESS or TEMPORAL_ADDRESS"
         )
-    elif not connection.uses_tls and ("FRAME_SIZE_ERROR" in text or "h2 protocol error" in text):
+    elif plaintext_at_tls:
         line = (
             f"{where} does not speak plaintext gRPC: it probably needs TLS. Set TEMPORAL_TLS=true (and "
             "TEMPORAL_TLS_SERVER_CA_CERT_PATH for a private CA), or TEMPORAL_API_KEY for Temporal Cloud"
