@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from settled.gateway.gateway import GatewayError, connect
+from settled.gateway.reach import NOTHING_ANSWERS
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
@@ -206,7 +207,7 @@ async def ready(
     try:
         client = await connect(settings, runtime)
     except GatewayError as error:
-        if unreachable_ok and error.message.startswith("nothing answers"):
+        if unreachable_ok and error.message.startswith(NOTHING_ANSWERS):
             return None, [f"{error.message}; not checked yet (GET /healthz says when it is reached)"]
         raise Refused(error.message) from None
     _, checks = await preflight(settings, client)

@@ -23,6 +23,8 @@ log = logging.getLogger("settled.reach")
 API_KEY_FILE_CHECK_S = 1.0
 _STATUS = re.compile(r'Status \{ code: (\w+), message: "((?:[^"\\]|\\.)*)"')
 _PRESENTED = re.compile(r'DnsName\(\\*"([^"\\]+)\\*"\)')
+# How a failure that is only "not up (yet)" begins: the API may start before Temporal does.
+NOTHING_ANSWERS = "nothing answers at"
 _REFUSED_CODES = {"Unauthenticated": "UNAUTHENTICATED", "PermissionDenied": "PERMISSION_DENIED"}
 
 
@@ -85,7 +87,7 @@ async def why_unreachable(connection: Connection, error: BaseException) -> str:
         )
     elif "ConnectionRefused" in text or "Connection refused" in text:
         line = (
-            f"nothing answers at {connection.address} (connection refused): is Temporal running there? "
+            f"{NOTHING_ANSWERS} {connection.address} (connection refused): is Temporal running there? "
             "Set SETTLED_TEMPORAL_ADDRESS or TEMPORAL_ADDRESS to its frontend's HOST:PORT"
         )
     elif "dns error" in text or "failed to lookup address" in text:

@@ -40,7 +40,7 @@ def test_api_and_worker_metrics_expose_the_named_series(
         for line in hosted.splitlines()
     ), hosted
     # The API's own worker publishes the SDK's series too, as a `settled worker` process does.
-    assert any(line.startswith("temporal_workflow_completed_total{") for line in hosted.splitlines())
+    assert any(line.startswith("temporal_request_total{") for line in hosted.splitlines())
     assert "temporal_workflow_task_execution_latency_bucket{" in hosted
     lookups = [line for line in body.splitlines() if line.startswith("settled_reconciliation_lookups_total{")]
     assert any('kind="room_booking"' in line and 'result="applied"' in line for line in lookups), lookups
