@@ -204,6 +204,17 @@ def _check_kinds(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _operator_command(args: argparse.Namespace) -> int:
+    # Each imports only its own module: an operator's command starts as fast as it can.
+    if args.command == "doctor":
+        from settled.cli import doctor
+
+        return await doctor.run(args)
+    from settled.cli import operators
+
+    return await operators.run(args)
+
+
 def _main(argv: list[str] | None = None) -> None:
     from settled.business.code import HandlerError
     from settled.business.secrets import SecretError
@@ -225,9 +236,7 @@ def _main(argv: list[str] | None = None) -> None:
 
             sys.exit(run_drill(args))
         else:
-            from settled.cli import doctor, operators
-
-            code = asyncio.run(doctor.run(args) if args.command == "doctor" else operators.run(args))
+            code = asyncio.run(_operator_command(args))
             # The Temporal SDK's runtime threads can abort a finalizing interpreter (PyGILState_Release):
             # flush and leave without finalization, so the exit code is ours.
             sys.stdout.flush()
