@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install typescript lint layers unit golden clean browser screenshots compose-check bench
+.PHONY: dev test install typescript lint layers unit golden clean browser nginx screenshots compose-check bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,13 @@ browser:
 	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; } \
 	  || echo "no /usr/bin/chromium: the browser tests in tests/page will be skipped (apt-get install chromium)"
 
+# The secured-Temporal tests (tests/reach) put Debian's nginx, a TLS-terminating gRPC proxy, in front
+# of the dev server: installed with apt when missing and we are root.
+nginx:
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || { [ "$$(id -u)" = 0 ] && apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; } \
+	  || echo "no nginx: the secured-Temporal tests in tests/reach will fail (apt-get install nginx)"
+
 # docker-compose.yml against the compose schema, offline (no Docker engine, no image pulled): Debian's
 # docker-compose, installed with apt when missing and we are root; also the v2 plugin where it exists.
 # Dummy values stand in for the secrets the file requires.
@@ -71,7 +78,7 @@ layers: $(STAMP)
 	$(BIN)/pip install --quiet --no-deps --target $(LAYERS_DIR) . 2>/dev/null
 	cd $(LAYERS_DIR) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml
 
-test: lint layers browser compose-check typescript
+test: lint layers browser nginx compose-check typescript
 	$(BIN)/python -m pytest -q
 
 screenshots: $(STAMP) browser

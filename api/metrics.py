@@ -2,6 +2,7 @@
 
 import logging
 import time
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import (
@@ -36,41 +37,49 @@ class ApiMetrics:
 
 
 class HostedWorkerCounters:
-    """settled's own counters (`settled_*`: transitions, sends, lookups) counted by the worker the API
-    hosts, which runs new actions' first tasks: the SDK buffers them, and they are moved into the
-    API's registry at each scrape and every few seconds (a full buffer would drop updates)."""
+    """The metrics of the worker the API hosts, which runs new actions' first tasks (and, under
+    `settled dev`, most of every action): settled's own (`settled_*`: transitions, sends, lookups)
+    and the SDK's (`temporal_*`: tasks, polls, latencies), as a `settled worker` process publishes
+    them. The SDK buffers them; they are moved into the API's registry at each scrape and every few
+    seconds (a full buffer would drop updates)."""
 
     DRAIN_EVERY_S = 5.0
+    # The SDK reports durations in milliseconds; its own exporter's buckets, in those units.
+    HISTOGRAM_BUCKETS_MS = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 60000)
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.buffer = MetricBuffer(buffer_size=100_000)
         self._registry = registry
-        self._counters: dict[str, Counter] = {}
-        self._gauges: dict[str, Gauge] = {}
+        # Each series' Prometheus metric and the label names it was first seen with.
+        self._series: dict[str, tuple[Counter | Gauge | Histogram, list[str]]] = {}
+
+    def _metric(self, name: str, kind: int, description: str, labels: list[str]) -> tuple[Any, list[str]]:
+        known = self._series.get(name)
+        if known is None:
+            if kind == BUFFERED_METRIC_KIND_COUNTER:
+                made: Any = Counter(name, description, labels, registry=self._registry)
+            elif kind == BUFFERED_METRIC_KIND_GAUGE:
+                made = Gauge(name, description, labels, registry=self._registry)
+            else:
+                buckets = self.HISTOGRAM_BUCKETS_MS
+                made = Histogram(name, description, labels, buckets=buckets, registry=self._registry)
+            known = self._series[name] = (made, labels)
+        return known
 
     def drain(self) -> None:
         for update in self.buffer.retrieve_updates():
             metric = update.metric
-            if not metric.name.startswith("settled_"):
-                continue  # the SDK's own series stay with the `settled worker` processes' exporter
             names = sorted(update.attributes)
-            if metric.kind == BUFFERED_METRIC_KIND_GAUGE:  # settled_shared_lane_in_flight{kind}
-                gauge = self._gauges.get(metric.name)
-                if gauge is None:
-                    description = metric.description or metric.name
-                    gauge = Gauge(metric.name, description, names, registry=self._registry)
-                    self._gauges[metric.name] = gauge
-                gauge.labels(**{name: str(update.attributes[name]) for name in names}).set(update.value)
-                continue
-            if metric.kind != BUFFERED_METRIC_KIND_COUNTER:
-                continue
-            counter = self._counters.get(metric.name)
-            if counter is None:
-                counter = Counter(
-                    metric.name, metric.description or metric.name, names, registry=self._registry
-                )
-                self._counters[metric.name] = counter
-            counter.labels(**{name: str(update.attributes[name]) for name in names}).inc(update.value)
+            series, labels = self._metric(metric.name, metric.kind, metric.description or metric.name, names)
+            # A later update with other attributes keeps the first labels (Prometheus needs one set).
+            values = {name: str(update.attributes.get(name, "")) for name in labels}
+            child = series.labels(**values) if labels else series
+            if metric.kind == BUFFERED_METRIC_KIND_COUNTER:
+                child.inc(update.value)
+            elif metric.kind == BUFFERED_METRIC_KIND_GAUGE:
+                child.set(update.value)
+            else:
+                child.observe(update.value)
 
 
 class MeasureRequests:

@@ -4,6 +4,7 @@ floor measured in the same run, and the targets."""
 from typing import Any
 
 from rich.table import Table
+from settled.bench.actions import KINDS as BILLED_KINDS
 
 # Absolute targets: (what, where in the results, the limit in ms).
 TARGETS = {
@@ -194,6 +195,30 @@ def _settled_rows(label: str, settled: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+# The flows of the billable Actions (bench.runner._billable_actions), in the order of the table.
+BILLED_FLOWS = {
+    "in_live_call": "an action in a live call (channel opened first)",
+    "in_new_conversation": "an action in a new conversation",
+    "waiting_for_go_ahead": "a booking that waits for the go-ahead",
+    "presented_call": "`presented`, after speaking (per call)",
+    "handoff_read": "a handoff read (per read)",
+    "status_read": "a status read (per read)",
+    "floor": "Temporal's floor (one workflow, one local activity)",
+}
+BILLED_HEADER = ["Temporal Cloud Actions", "in all", *BILLED_KINDS]
+
+
+def billed_rows(results: dict[str, Any]) -> list[list[str]]:
+    """Temporal Cloud's billable Actions per flow (bench.actions)."""
+    billed = results.get("billable_actions")
+    if not billed:
+        return []
+    return [
+        [label, f"{billed[flow]['total']:g}", *(f"{billed[flow].get(kind, 0):g}" for kind in BILLED_KINDS)]
+        for flow, label in BILLED_FLOWS.items()
+    ]
+
+
 def _engine_row(name: str, cost: dict[str, float], n: int) -> list[str]:
     return [
         name,
@@ -233,7 +258,8 @@ def rich_tables(document: dict[str, Any]) -> list[Table]:
     for row in verdicts(results):
         targets.add_row(*row)
     engine = [_rich("engine cost", ENGINE_HEADER, engine_rows(results))] if engine_rows(results) else []
-    return [latency, targets, *engine, *bulkhead]
+    billed = [_rich("billable Actions", BILLED_HEADER, billed_rows(results))] if billed_rows(results) else []
+    return [latency, targets, *engine, *billed, *bulkhead]
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -261,6 +287,7 @@ def markdown(document: dict[str, Any]) -> str:
             _markdown_table(LATENCY_HEADER, latency_rows(results)),
             _markdown_table(TARGET_HEADER, verdicts(results)),
             *([_markdown_table(ENGINE_HEADER, engine_rows(results))] if engine_rows(results) else []),
+            *([_markdown_table(BILLED_HEADER, billed_rows(results))] if billed_rows(results) else []),
             f"Resident memory with {memory['waiting_actions']} actions waiting (peak): worker "
             f"{memory['worker']['peak_rss_mb']:g} MB, API {memory['api']['peak_rss_mb']:g} MB, Temporal dev "
             f"server {memory['temporal']['peak_rss_mb']:g} MB. CPU per action during the throughput run "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from settled.bench import engine, measures
+from settled.bench import actions, engine, measures
 from settled.bench.bulkhead import DEGRADED, DEGRADED_KIND, bulkhead
 from settled.bench.floor import Floor, floor_worker
 from settled.bench.measures import Run, Sizes
@@ -20,7 +20,8 @@ from temporalio.client import Client
 from settled.client import SettledClient
 from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Variant, load_kinds
 from settled.domain.states import State
-from settled.runtime.stack import SQLITE_PRAGMAS, Stack
+from settled.runtime.stack import SQLITE_PRAGMAS, Stack, free_port
+from settled.temporal.identity import action_workflow_id, conversation_workflow_id
 
 NOT_DEDUPLICATED = "refund_nodedup"
 # The benchmark's kinds: the sandbox booking service, deduplicating on Idempotency-Key; the same
@@ -180,6 +181,11 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
             "engine cost per confirmed action", lambda: _engine_cost(run, floor, sizes.engine_samples)
         )
 
+        results["billable_actions"] = await step(
+            "Temporal Cloud's billable Actions per flow",
+            lambda: _billable_actions(run, floor, stack, sizes.engine_samples),
+        )
+
         in_flight = await step("actions in flight", lambda: measures.waiting_actions(run, sizes.in_flight))
         reads = await step(
             "status reads, one reader", lambda: measures.status_reads(run, in_flight, sizes.status_reads, 1)
@@ -287,6 +293,89 @@ async def _engine_cost(run: Run, floor: Floor, n: int) -> dict[str, Any]:
     }
 
 
+async def _billable_actions(run: Run, floor: Floor, stack: Stack, n: int) -> dict[str, Any]:
+    """Temporal Cloud's billable Actions per confirmed action (bench.actions), flow by flow: in a live
+    call (its channel opened first), in a new conversation, a booking that waits for the go-ahead; and
+    per call, the `presented` an adapter sends after speaking, a handoff read, a status read; beside
+    the floor's (one workflow, one local activity). Each counted as what the flow added to the
+    histories it touched, plus the queries the API sent meanwhile."""
+    client, metrics = floor.client, stack.temporal_metrics_url
+
+    async def flow(work: Callable[[], Awaitable[Any]], touched: Callable[[], list[str]]) -> dict[str, Any]:
+        queries_before = await actions.queries_so_far(client, metrics)
+        before = await actions.billed_in_histories(client, touched())
+        await work()
+        added = (await actions.billed_in_histories(client, touched())).minus(before)
+        added.counts["query"] += await actions.queries_so_far(client, metrics) - queries_before
+        return added.per(n)
+
+    async def confirmed(op: str, conversation_id: str | None = None, authorized: bool = True) -> None:
+        status = await run.create(op, conversation_id=conversation_id, authorized=authorized)
+        if authorized and (status is None or status.state is not State.CONFIRMED):
+            raise measures.BenchError(f"{op}: not confirmed ({status.state if status else 'unanswered'})")
+
+    call = run.new_id("billed-call")
+    in_call = [run.new_id("billed-in-call") for _ in range(n)]
+    alone = [run.new_id("billed-alone") for _ in range(n)]
+    held = [run.new_id("billed-go-ahead") for _ in range(n)]
+
+    async def live_call() -> list[str]:
+        await run.api.conversation_event(call, "channel_opened", "voice")
+        for op in in_call:
+            await confirmed(op, call)
+        return in_call
+
+    async def new_conversations() -> list[str]:
+        for op in alone:
+            await confirmed(op)
+        return alone
+
+    async def go_ahead() -> list[str]:
+        for op in held:
+            await confirmed(op, authorized=False)
+            status = await run.api.authorize(op, "caller", wait=measures.WAIT_S)
+            if status.state is not State.CONFIRMED:
+                raise measures.BenchError(f"{op}: not confirmed after the go-ahead ({status.state})")
+        return held
+
+    async def presented() -> list[str]:
+        for op in in_call:
+            status = await run.api.get(op)
+            await run.api.presented(op, "voice", status.say, True, for_state=status.state)
+        return in_call
+
+    async def handoffs() -> list[str]:
+        for _ in range(n):
+            await run.api.handoff(call)
+        return in_call
+
+    async def status_reads() -> list[str]:
+        for op in in_call:
+            await run.api.get(op)
+        return in_call
+
+    def workflows(ops: list[str], conversations: list[str]) -> Callable[[], list[str]]:
+        ids = [action_workflow_id(None, op) for op in ops]
+        return lambda: ids + [conversation_workflow_id(None, c) for c in conversations]
+
+    in_call_ids = workflows(in_call, [call])
+    first = len(floor.ids)
+    return {
+        "actions": n,
+        "in_live_call": await flow(live_call, in_call_ids),
+        "in_new_conversation": await flow(
+            new_conversations, workflows(alone, measures.conversations_of(alone))
+        ),
+        "waiting_for_go_ahead": await flow(go_ahead, workflows(held, measures.conversations_of(held))),
+        "presented_call": await flow(presented, in_call_ids),
+        "handoff_read": await flow(handoffs, in_call_ids),
+        "status_read": await flow(status_reads, in_call_ids),
+        "floor": await flow(
+            lambda: measures.floor_actions(floor, n, deduplicated=True), lambda: floor.ids[first:]
+        ),
+    }
+
+
 async def _caller_burst(run: Run, floor: Floor, n: int, callers: int) -> dict[str, Any]:
     """Settled's burst from `callers` callers, then the floor's, and what each cost the engine."""
     settled = await measures.burst_from_callers(run, n, callers)
@@ -365,6 +454,10 @@ def run_bench(
             sqlite_pragmas=sqlite_pragmas,
             workers=workers,
         )
+        # The dev server's own metrics count the queries the API sends (billable Actions on Cloud).
+        ports = stack.ports
+        taken = frozenset((ports.api, ports.temporal, ports.ui, ports.sandbox, ports.worker_metrics))
+        ports.temporal_metrics = free_port(taken)
         with stack.running():
             results = asyncio.run(measure(stack, sizes, progress, only))
     return {"machine": about, "sizes": sizes.__dict__, "results": results}

@@ -29,6 +29,7 @@ def _parts(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     dev.add_argument("--temporal-port", type=int, default=7233)
     dev.add_argument("--ui-port", type=int, default=8233)
     dev.add_argument("--sandbox-port", type=int, default=8100)
+    dev.add_argument("--worker-metrics-port", type=int, default=9464, help="the worker's Prometheus metrics")
     dev.add_argument("--no-sandbox", action="store_true")
 
     server = sub.add_parser("server", help="the Temporal dev server alone")
@@ -76,6 +77,10 @@ def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         ("export-history", "the workflow history of an action, as JSON"),
     ):
         add(name, text).add_argument("operation_id")
+    doctor = sub.add_parser(
+        "doctor", help="check that settled can run on its Temporal (the checks the worker and the API make)"
+    )
+    doctor.add_argument("--json", action="store_true", help="JSON instead of text")
     replay = add("replay", help="replay workflow histories against the current code")
     replay.add_argument("operation_ids", nargs="*")
     replay.add_argument("--query", help="a visibility query selecting workflows to replay")
@@ -199,6 +204,17 @@ def _check_kinds(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _operator_command(args: argparse.Namespace) -> int:
+    # Each imports only its own module: an operator's command starts as fast as it can.
+    if args.command == "doctor":
+        from settled.cli import doctor
+
+        return await doctor.run(args)
+    from settled.cli import operators
+
+    return await operators.run(args)
+
+
 def _main(argv: list[str] | None = None) -> None:
     from settled.business.code import HandlerError
     from settled.business.secrets import SecretError
@@ -220,9 +236,7 @@ def _main(argv: list[str] | None = None) -> None:
 
             sys.exit(run_drill(args))
         else:
-            from settled.cli import operators
-
-            code = asyncio.run(operators.run(args))
+            code = asyncio.run(_operator_command(args))
             # The Temporal SDK's runtime threads can abort a finalizing interpreter (PyGILState_Release):
             # flush and leave without finalization, so the exit code is ours.
             sys.stdout.flush()

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from settled.gateway.gateway import Gateway, GatewayError, connect
 from temporalio.client import WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from settled.domain.kinds import load_kinds
@@ -114,9 +115,32 @@ async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _history(gateway: Gateway, tenant: str | None, operation_id: str) -> WorkflowHistory:
+    handle = gateway.client.get_workflow_handle(action_workflow_id(tenant, operation_id))
+    try:
+        return await handle.fetch_history()
+    except RPCError as error:
+        if error.status is RPCStatusCode.NOT_FOUND:
+            raise GatewayError("not_found", f"no action with operation id {operation_id!r}") from None
+        raise
+
+
+def _history_file(path: Path) -> WorkflowHistory:
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise GatewayError("invalid_request", f"--file {path}: {error.strerror}") from None
+    try:
+        return WorkflowHistory.from_json(path.stem, text)
+    except Exception:  # the parser's errors range from JSON syntax to protobuf fields
+        raise GatewayError(
+            "invalid_request",
+            f"--file {path}: not a workflow history (export one with settled export-history)",
+        ) from None
+
+
 async def _export(gateway: Gateway, args: argparse.Namespace) -> int:
-    handle = gateway.client.get_workflow_handle(action_workflow_id(args.tenant, args.operation_id))
-    history = await handle.fetch_history()
+    history = await _history(gateway, args.tenant, args.operation_id)
     print(history.to_json())
     return 0
 
@@ -126,14 +150,18 @@ async def _replay(gateway: Gateway | None, args: argparse.Namespace, settings: S
 
     histories: list[WorkflowHistory] = []
     for path in args.file:
-        histories.append(WorkflowHistory.from_json(path.stem, Path(path).read_text()))
+        histories.append(_history_file(Path(path)))
     if gateway is not None:
         for operation_id in args.operation_ids:
-            handle = gateway.client.get_workflow_handle(action_workflow_id(args.tenant, operation_id))
-            histories.append(await handle.fetch_history())
+            histories.append(await _history(gateway, args.tenant, operation_id))
         if args.query:
-            async for history in gateway.client.list_workflows(args.query).map_histories():
-                histories.append(history)
+            try:
+                async for history in gateway.client.list_workflows(args.query).map_histories():
+                    histories.append(history)
+            except RPCError as error:
+                if error.status is RPCStatusCode.INVALID_ARGUMENT:
+                    raise GatewayError("invalid_request", f"--query: {error.message}") from None
+                raise
     if not histories:
         raise GatewayError("invalid_request", "nothing to replay: give operation ids, --query or --file")
     replayer = Replayer(
@@ -192,8 +220,26 @@ async def run(args: argparse.Namespace) -> int:
             )
         _print_status(status, args.json)
         return 0
+    except RPCError as error:  # what no command above names in its own words
+        code = _RPC_CODES.get(error.status, "temporal_error")
+        return _failed(args, GatewayError(code, f"{error.status.name}: {error.message}"))
     except GatewayError as error:
-        if getattr(args, "json", False):
-            print(json.dumps({"error": {"code": error.code, "message": error.message}}))
-        print(f"settled: {error.code}: {error.message}", file=sys.stderr)
-        return 1
+        return _failed(args, error)
+
+
+# What Temporal's refusals mean to an operator, in the API's error codes.
+_RPC_CODES = {
+    RPCStatusCode.NOT_FOUND: "not_found",
+    RPCStatusCode.INVALID_ARGUMENT: "invalid_request",
+    RPCStatusCode.UNAVAILABLE: "temporal_unavailable",
+    RPCStatusCode.DEADLINE_EXCEEDED: "temporal_unavailable",
+    RPCStatusCode.UNAUTHENTICATED: "temporal_refused",
+    RPCStatusCode.PERMISSION_DENIED: "temporal_refused",
+}
+
+
+def _failed(args: argparse.Namespace, error: GatewayError) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps({"error": {"code": error.code, "message": error.message}}))
+    print(f"settled: {error.code}: {error.message}", file=sys.stderr)
+    return 1

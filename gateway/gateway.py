@@ -18,9 +18,11 @@ from settled.gateway.creating import Creating
 from settled.gateway.errors import ANSWER_GRACE_S, GatewayError, unless_missing
 from settled.gateway.health import Health
 from settled.gateway.link import Link
+from settled.gateway.reach import keep_api_key_current, why_unreachable
 from settled.workflows.conversation import IDLE_CLOSE_AFTER
 from temporalio.client import Client
 from temporalio.runtime import Runtime
+from temporalio.service import RPCError
 
 from settled.domain.handoff import Handoff
 from settled.domain.kinds import Kinds
@@ -33,18 +35,22 @@ __all__ = ["ANSWER_GRACE_S", "Gateway", "GatewayError", "connect"]
 
 
 async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+    """A client as Temporal's environment configuration says (settled.runtime.connection); a failure
+    is one line naming the cause and the setting that fixes it (settled.gateway.reach)."""
+    options = settings.temporal.connect_options()
+    options.update(target_host=settings.temporal_address, namespace=settings.namespace)
     try:
-        return await Client.connect(
-            settings.temporal_address,
-            namespace=settings.namespace,
+        client = await Client.connect(
+            **options,
             data_converter=data_converter(settings.encryption_keys),
             runtime=runtime,
             interceptors=tracing.client_interceptors(),
         )
-    except RuntimeError as error:  # the SDK's core reports connection failures this way
-        raise GatewayError(
-            "temporal_unavailable", f"cannot reach Temporal at {settings.temporal_address}: {error}"
-        ) from None
+    except (RuntimeError, RPCError) as error:  # the SDK's core reports connection failures this way
+        why = await why_unreachable(settings.temporal, error)
+        raise GatewayError("temporal_unavailable", why) from None
+    keep_api_key_current(client, settings.temporal)
+    return client
 
 
 class Gateway:

@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
-from settled.gateway.gateway import connect
+from settled.gateway.preflight import ready
 from settled.workflows.hosting import build_worker, kind_workers
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
@@ -32,7 +32,9 @@ def _runtime(settings: Settings) -> Runtime | None:
     """The SDK's own Prometheus exporter, which also carries settled's workflow and activity metrics."""
     if settings.worker_metrics_port is None:
         return None
-    address = f"127.0.0.1:{settings.worker_metrics_port}"
+    host = settings.worker_metrics_host
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed before its port
+    address = f"{host}:{settings.worker_metrics_port}"
     return Runtime(
         telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address, counters_total_suffix=True))
     )
@@ -43,7 +45,10 @@ async def run(
 ) -> None:
     """Serve the kinds' queues, and the workflow queue unless `workflows` is False. `handlers`: the
     imported handler of each code kind served (settled.business.startup.prepare)."""
-    client = await connect(settings, _runtime(settings))
+    client, notes = await ready(settings, _runtime(settings))
+    assert client is not None  # a worker never serves unchecked
+    for note in notes:
+        print(f"settled worker: note: {note}", file=sys.stderr, flush=True)
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     async with AsyncExitStack() as stack:
         http = await stack.enter_async_context(httpx.AsyncClient(limits=limits))

@@ -4,6 +4,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from settled.api.deps import GatewayHolder
 from settled.gateway.gateway import GatewayError
+from temporalio.service import RPCError
 
 router = APIRouter(tags=["health"])
 
@@ -16,6 +17,9 @@ async def healthz(request: Request) -> JSONResponse:
         polling = await gateway.worker_polling()
     except GatewayError as error:
         return JSONResponse({"status": "unavailable", "detail": error.message}, status_code=503)
+    except RPCError as error:  # Temporal's own words: a namespace gone, credentials refused, ...
+        detail = f"Temporal answered {error.status.name}: {error.message}"
+        return JSONResponse({"status": "unavailable", "detail": detail}, status_code=503)
     except Exception as error:  # any failure to answer means "not ready"
         return JSONResponse({"status": "unavailable", "detail": type(error).__name__}, status_code=503)
     if not polling:

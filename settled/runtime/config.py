@@ -1,6 +1,7 @@
 """Settings from the environment (docs/reference.md), validated once with messages that name the problem."""
 
 import difflib
+import ipaddress
 import math
 import os
 import re
@@ -11,6 +12,7 @@ from urllib.parse import urlsplit
 
 from settled.domain.models import WAIT_MAX_S
 from settled.domain.urls import http_url_problem
+from settled.runtime.connection import API_KEY_FILE, Connection, ConnectionSettingsError, load_connection
 
 _TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ADDRESS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:(\d{1,5})$")
@@ -23,6 +25,7 @@ DEFAULT_RATE_LIMIT = "200/s,burst=400"
 KNOWN_VARIABLES = (
     "SETTLED_TEMPORAL_ADDRESS",
     "SETTLED_NAMESPACE",
+    API_KEY_FILE,
     "SETTLED_CONFIG",
     "SETTLED_API_KEYS",
     "SETTLED_SANDBOX_URL",
@@ -30,6 +33,7 @@ KNOWN_VARIABLES = (
     "SETTLED_ENCRYPTION_KEYS",
     "SETTLED_CODEC_CORS_ORIGINS",
     "SETTLED_WORKER_METRICS_PORT",
+    "SETTLED_WORKER_METRICS_HOST",
     "SETTLED_RATE_LIMIT",
     "SETTLED_WORKER_CACHED_WORKFLOWS",
     "SETTLED_API_WORKER",
@@ -78,6 +82,9 @@ class RateLimit:
 class Settings:
     temporal_address: str = "127.0.0.1:7233"
     namespace: str = "default"
+    # How to reach Temporal beyond its address and namespace (API key, TLS, gRPC metadata):
+    # settled.runtime.connection. Its address and namespace are the two fields above.
+    temporal: Connection = field(default_factory=Connection)
     config_path: Path | None = None
     # API key -> tenant. Empty: no authentication, one tenant (None).
     api_keys: dict[str, str] = field(default_factory=dict)
@@ -87,8 +94,10 @@ class Settings:
     encryption_keys: dict[str, bytes] = field(default_factory=dict)
     # Browser origins allowed to call /codec (the Temporal UI's); nothing else is cross-origin.
     codec_cors_origins: list[str] = field(default_factory=list)
-    # Where the worker serves Prometheus metrics (/metrics); None: not served.
+    # Where the worker serves Prometheus metrics (/metrics); None: not served. Loopback unless the
+    # host is set (0.0.0.0 for a scrape from another host or pod).
     worker_metrics_port: int | None = None
+    worker_metrics_host: str = "127.0.0.1"
     # Workflows a worker keeps in memory between their tasks: fewer costs a replay when an evicted
     # one wakes, more costs resident memory (docs/performance.md). Status reads never need it.
     worker_cached_workflows: int = 500
@@ -132,17 +141,26 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         env = os.environ if env is None else env
-        address = env.get("SETTLED_TEMPORAL_ADDRESS", "127.0.0.1:7233").strip()
+        try:
+            connection = load_connection(env)
+        except ConnectionSettingsError as error:
+            raise SettingsError(str(error)) from None
+        address = connection.address
+        # Named as the operator set it: settled's variable, else Temporal's (or its profile).
+        address_from = (
+            "SETTLED_TEMPORAL_ADDRESS" if env.get("SETTLED_TEMPORAL_ADDRESS") else "TEMPORAL_ADDRESS"
+        )
         matched = _ADDRESS.fullmatch(address)
         if not matched or not 0 < int(matched.group(1)) < 65536:
             raise SettingsError(
-                f"SETTLED_TEMPORAL_ADDRESS={address!r}: expected HOST:PORT, port 1-65535 (127.0.0.1:7233)"
+                f"{address_from}={address!r}: expected HOST:PORT, port 1-65535 (127.0.0.1:7233)"
             )
-        namespace = env.get("SETTLED_NAMESPACE", "default").strip()
-        if not namespace:
+        namespace = connection.namespace
+        if "SETTLED_NAMESPACE" in env and not env["SETTLED_NAMESPACE"].strip():
             raise SettingsError("SETTLED_NAMESPACE is empty: unset it for 'default', or name a namespace")
         if not _NAMESPACE.fullmatch(namespace):
-            raise SettingsError(f"SETTLED_NAMESPACE={namespace!r}: expected 1-255 of A-Z a-z 0-9 . _ -")
+            namespace_from = "SETTLED_NAMESPACE" if env.get("SETTLED_NAMESPACE") else "TEMPORAL_NAMESPACE"
+            raise SettingsError(f"{namespace_from}={namespace!r}: expected 1-255 of A-Z a-z 0-9 . _ -")
         config = env.get("SETTLED_CONFIG", "").strip()
         config_path = Path(config) if config else None
         if config_path is not None and not config_path.is_file():
@@ -159,6 +177,14 @@ class Settings:
         metrics_port = env.get("SETTLED_WORKER_METRICS_PORT", "").strip()
         if metrics_port and not (metrics_port.isdigit() and 0 < int(metrics_port) < 65536):
             raise SettingsError(f"SETTLED_WORKER_METRICS_PORT={metrics_port!r}: expected a port number")
+        metrics_host = env.get("SETTLED_WORKER_METRICS_HOST", "127.0.0.1").strip()
+        try:
+            metrics_host = str(ipaddress.ip_address(metrics_host))
+        except ValueError:
+            raise SettingsError(
+                f"SETTLED_WORKER_METRICS_HOST={metrics_host!r}: expected an IP address to listen on "
+                "(127.0.0.1: this machine only; 0.0.0.0: every interface)"
+            ) from None
         cached = env.get("SETTLED_WORKER_CACHED_WORKFLOWS", str(cls.worker_cached_workflows)).strip()
         if not (cached.isdigit() and 1 <= int(cached) <= 1_000_000):
             raise SettingsError(
@@ -177,9 +203,11 @@ class Settings:
             mcp_wait_s=_seconds(env, "SETTLED_MCP_WAIT_S", cls.mcp_wait_s, WAIT_MAX_S),
             api_worker=_SWITCH[api_worker],
             worker_metrics_port=int(metrics_port) if metrics_port else None,
+            worker_metrics_host=metrics_host,
             worker_cached_workflows=int(cached),
             temporal_address=address,
             namespace=namespace,
+            temporal=connection,
             config_path=config_path,
             api_keys=api_keys,
             sandbox_url=sandbox_url,

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,18 +99,31 @@ def ensure_free(port: int, what: str, flag: str, host: str = "127.0.0.1") -> Non
 
 
 def wait_until(
-    check: Callable[[], bool], timeout_s: float, what: str, process: "Child | None" = None
+    check: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    process: "Child | None" = None,
+    also: Sequence["Child"] = (),
 ) -> None:
+    """Until `check()` holds; a `process` (or one of `also`, the parts it needs) that exits meanwhile
+    is reported at once, with the last line it wrote. Checked often at first, then less."""
     deadline = time.monotonic() + timeout_s
+    pause = 0.02
     while time.monotonic() < deadline:
-        if process is not None and process.exited():
-            raise StackError(f"{what} exited with code {process.popen.returncode}; see {process.log_path}")
+        for child in ([process] if process else []) + list(also):
+            if child.exited():
+                name = what if child is process else f"the {child.name}"
+                raise StackError(
+                    f"{name} exited with code {child.popen.returncode}: {child.last_line()} "
+                    f"(log: {child.log_path})"
+                )
         try:
             if check():
                 return
         except (OSError, httpx.HTTPError):
             pass
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.5)
     raise StackError(
         f"{what} was not ready after {timeout_s:g}s" + (f"; see {process.log_path}" if process else "")
     )
@@ -150,6 +163,17 @@ class Child:
     def exited(self) -> bool:
         return self.popen.poll() is not None
 
+    def last_line(self) -> str:
+        """The last line the part wrote (its own reason for exiting), at most a few hundred characters."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+                lines = [line.strip() for line in log.read().decode(errors="replace").splitlines()]
+        except OSError:
+            return "no log"
+        said = [line for line in lines if line]
+        return said[-1][:400] if said else "nothing written"
+
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.exited():
             return
@@ -172,6 +196,7 @@ class Ports:
     ui: int = 8233
     sandbox: int = 8100
     temporal_http: int = 0  # 0: pick a free one
+    temporal_metrics: int = 0  # the dev server's own Prometheus metrics; 0: not served
     worker_metrics: int = 9464
 
     @classmethod
@@ -246,13 +271,28 @@ class Stack:
         return f"http://127.0.0.1:{self.ports.ui}"
 
     def env(self) -> dict[str, str]:
-        env = {**os.environ, "SETTLED_TEMPORAL_ADDRESS": self.temporal_address, "PYTHONUNBUFFERED": "1"}
+        # The stack's parts reach its own dev server: a TEMPORAL_* environment meant for another
+        # cluster (an API key, TLS, a profile) must not turn on TLS toward it or send it a key. Its
+        # profile file names the dev server, for the parts and for the `temporal` CLI alike.
+        env = {name: value for name, value in os.environ.items() if not name.startswith("TEMPORAL_")}
+        env.update(
+            SETTLED_TEMPORAL_ADDRESS=self.temporal_address,
+            TEMPORAL_CONFIG_FILE=str(self._temporal_profile()),
+            PYTHONUNBUFFERED="1",
+        )
         env.setdefault("SETTLED_SANDBOX_URL", self.sandbox_url)
         if self.ui:
             env.setdefault("SETTLED_CODEC_CORS_ORIGINS", f"{self.ui_url},http://localhost:{self.ports.ui}")
         env.update(self.extra_env)
         env["SETTLED_CONFIG"] = str(self._kinds_file(env["SETTLED_SANDBOX_URL"]))
         return env
+
+    def _temporal_profile(self) -> Path:
+        path = self.data_dir / "temporal.toml"
+        text = f'[profile.default]\naddress = "{self.temporal_address}"\nnamespace = "default"\n'
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+        return path
 
     def _kinds_file(self, sandbox_url: str) -> Path:
         """The kinds file every part runs on: the one given, or the sandbox kinds written out (the
@@ -276,7 +316,11 @@ class Stack:
     # -- the parts -----------------------------------------------------------------------------
 
     def check_ports(self) -> None:
-        wanted = [(self.ports.temporal, "Temporal", "--temporal-port"), (self.ports.api, "API", "--api-port")]
+        wanted = [
+            (self.ports.temporal, "Temporal", "--temporal-port"),
+            (self.ports.api, "API", "--api-port"),
+            (self.ports.worker_metrics, "worker metrics", "--worker-metrics-port"),
+        ]
         if self.ui:
             wanted.append((self.ports.ui, "Temporal UI", "--ui-port"))
         if self.sandbox:
@@ -298,6 +342,8 @@ class Stack:
             "--log-level", "error",
             *visibility.dev_server_flags(),
         ]  # fmt: skip
+        if ports.temporal_metrics:
+            argv += ["--metrics-port", str(ports.temporal_metrics)]
         for pragma in self.sqlite_pragmas:
             argv += ["--sqlite-pragma", pragma]
         for value in DYNAMIC_CONFIG:
@@ -320,7 +366,7 @@ class Stack:
             "--retention", NAMESPACE_RETENTION, "--address", self.temporal_address,
         ]  # fmt: skip
         deadline = time.monotonic() + 30
-        while subprocess.run(argv, capture_output=True).returncode != 0:
+        while subprocess.run(argv, capture_output=True, env=self.env()).returncode != 0:
             if time.monotonic() > deadline:
                 raise StackError("could not set the namespace retention on the Temporal dev server")
             time.sleep(0.2)
@@ -332,6 +378,10 @@ class Stack:
         child = self._spawn("sandbox", argv)
         wait_until(lambda: _http_ok(f"{self.sandbox_url}/_sandbox/faults"), timeout_s, "the sandbox", child)
         return child
+
+    @property
+    def temporal_metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.temporal_metrics}/metrics"
 
     @property
     def worker_metrics_url(self) -> str:
@@ -347,8 +397,13 @@ class Stack:
 
     def start_api(self, timeout_s: float = 60) -> Child:
         child = self._spawn("api", self._python("api", "--api-port", str(self.ports.api)))
+        workers = [part for name, part in self.children.items() if name.startswith("worker")]
         wait_until(
-            lambda: _http_ok(f"{self.api_url}/healthz"), timeout_s, "the API (and a polling worker)", child
+            lambda: _http_ok(f"{self.api_url}/healthz"),
+            timeout_s,
+            "the API (and a polling worker)",
+            child,
+            also=workers,
         )
         return child
 

@@ -53,6 +53,15 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     assert in_call["actions"] == sizes["engine_samples"] and in_call["action"]["executions"] == 1
     assert in_call["conversation"]["executions"] == round(1 / sizes["engine_samples"], 2)
     assert in_call["conversation"]["updates"] > 0  # the channel's opening, recorded by the conversation
+    # Temporal Cloud's billable Actions: the floor is one workflow started and one local activity; a
+    # status read costs none (the memo, no query); every flow of settled is counted.
+    billed = results["billable_actions"]
+    assert billed["floor"] == {"total": 2, "workflow started": 1, "local activity": 1}
+    assert billed["status_read"] == {"total": 0}
+    for flow in ("in_live_call", "in_new_conversation", "waiting_for_go_ahead"):
+        assert billed[flow]["workflow started"] >= 1 and billed[flow]["total"] > billed["floor"]["total"]
+    assert billed["waiting_for_go_ahead"]["update"] >= 1  # the go-ahead
+    assert "Temporal Cloud Actions" in (out / "results.md").read_text()
     idle = results["idle_streams"]
     assert idle["streams"] == sizes["idle_streams"] and idle["core_percent"]["api"] >= 0
     assert set(idle["streams_cost_percent"]) == set(idle["baseline_core_percent"]) >= {"api", "temporal"}

@@ -9,19 +9,22 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
-from settled.runtime.stack import Ports, free_port
+from settled.runtime.stack import Ports
 from tests.helpers import wait_for
 
 
-def _dev(data_dir: Path, ports: Ports) -> subprocess.Popen[str]:
+def _dev(data_dir: Path, ports: Ports, **env: str) -> subprocess.Popen[str]:
     argv = [
         sys.executable, "-m", "settled", "dev", "--data-dir", str(data_dir),
         "--api-port", str(ports.api), "--temporal-port", str(ports.temporal),
         "--ui-port", str(ports.ui), "--sandbox-port", str(ports.sandbox),
+        "--worker-metrics-port", str(ports.worker_metrics),
     ]  # fmt: skip
-    env = {**os.environ, "SETTLED_WORKER_METRICS_PORT": str(free_port())}
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **env}
+    )
 
 
 def _listening(port: int) -> bool:
@@ -58,12 +61,53 @@ def test_dev_starts_everything_and_stops_it_on_sigterm(tmp_path: Path) -> None:
             dev.kill()
 
 
-def test_dev_refuses_a_taken_port_with_a_clear_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("part", "what", "flag"),
+    [("api", "API", "--api-port"), ("worker_metrics", "worker metrics", "--worker-metrics-port")],
+)
+def test_dev_refuses_a_taken_port_with_a_clear_error_before_starting_anything(
+    tmp_path: Path, part: str, what: str, flag: str
+) -> None:
+    """A second `settled dev` beside another: every port it binds has a flag and is checked first."""
     ports = Ports.free()
+    taken = getattr(ports, part)
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", ports.api))
+        holder.bind(("127.0.0.1", taken))
         holder.listen()
         dev = _dev(tmp_path / "data", ports)
         output, _ = dev.communicate(timeout=60)
     assert dev.returncode == 1
-    assert f"port {ports.api} (API) is already in use" in output and "--api-port" in output
+    assert f"port {taken} ({what}) is already in use" in output and flag in output
+    assert not _listening(ports.temporal)
+
+
+def test_sigterm_while_the_stack_starts_stops_it_at_once(tmp_path: Path) -> None:
+    ports = Ports.free()
+    dev = _dev(tmp_path / "data", ports)
+    try:
+        # The dev server is being started (its log exists): the stack is mid-start.
+        wait_for(lambda: (tmp_path / "data" / "logs" / "temporal.log").exists(), 60, "the dev server's start")
+        dev.send_signal(signal.SIGTERM)
+        assert dev.wait(20) == 0
+        assert dev.stdout is not None and "stopped while starting" in dev.stdout.read()
+        wait_for(lambda: not _listening(ports.temporal), 10, "the dev server stopped")
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+
+
+def test_a_part_that_dies_at_start_is_named_with_its_own_last_line(tmp_path: Path) -> None:
+    """Not "not ready after 60s": the part's own reason, as soon as it exits."""
+    ports = Ports.free()
+    started = time.monotonic()
+    dev = _dev(tmp_path / "data", ports, SETTLED_NAMESPACE="nowhere")
+    try:
+        output, _ = dev.communicate(timeout=90)
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+    assert dev.returncode == 1, output
+    assert "exited with code 2" in output and "namespace 'nowhere' does not exist" in output, output
+    assert "temporal operator namespace create --namespace nowhere" in output
+    assert time.monotonic() - started < 55  # well before the API's 60 s start-up deadline
+    assert "Traceback" not in output

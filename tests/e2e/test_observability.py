@@ -39,6 +39,9 @@ def test_api_and_worker_metrics_expose_the_named_series(
         line.startswith("settled_action_transitions_total{") and 'state="confirmed"' in line
         for line in hosted.splitlines()
     ), hosted
+    # The API's own worker publishes the SDK's series too, as a `settled worker` process does.
+    assert any(line.startswith("temporal_request_total{") for line in hosted.splitlines())
+    assert "temporal_workflow_task_execution_latency_bucket{" in hosted
     lookups = [line for line in body.splitlines() if line.startswith("settled_reconciliation_lookups_total{")]
     assert any('kind="room_booking"' in line and 'result="applied"' in line for line in lookups), lookups
 
