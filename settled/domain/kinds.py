@@ -187,6 +187,9 @@ class KindSpec(_Strict):
     redact_params_after_s: float | None = Field(default=None, ge=0)
     # The most requests of this kind open at its service at once, per worker process (docs/deployment.md).
     max_in_flight: int = Field(default=50, ge=1, le=10000)
+    # How soon after its request an action of this kind should reach a verified outcome: the on-call
+    # objective its alert compares against (docs/operations.md); None: no objective.
+    outcome_objective_s: float | None = Field(default=None, gt=0)
 
     @field_validator("name")
     @classmethod
