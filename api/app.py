@@ -10,6 +10,7 @@ from settled.api.deps import GatewayHolder
 from settled.api.edges.mcp import door as mcp
 from settled.api.edges.platforms import elevenlabs, retell, vapi
 from settled.api.edges.platforms.webhooks import PLATFORM_BODY_BYTES, PLATFORM_PREFIX
+from settled.api.fleet import FleetSeries
 from settled.api.limits import BodySizeLimit
 from settled.api.metrics import ApiMetrics, HostedWorkerCounters, MeasureRequests
 from settled.api.metrics import router as metrics_router
@@ -46,6 +47,9 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     app.state.settings = settings
     app.state.metrics = ApiMetrics()
     app.state.worker_counters = HostedWorkerCounters(app.state.metrics.registry)
+    app.state.fleet = FleetSeries(
+        app.state.metrics.registry, kinds, settings.api_keys.values(), settings.namespace
+    )
     app.state.gateways = GatewayHolder(settings, kinds, app.state.worker_counters, handlers)
     errors.install(app)
     app.include_router(health.router)

@@ -14,6 +14,7 @@ from prometheus_client import (
     generate_latest,
 )
 from settled.api.strict import PATH_IDS, is_identifier
+from settled.workflows import meters
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.runtime import BUFFERED_METRIC_KIND_COUNTER, BUFFERED_METRIC_KIND_GAUGE, MetricBuffer
 
@@ -61,7 +62,9 @@ class HostedWorkerCounters:
             elif kind == BUFFERED_METRIC_KIND_GAUGE:
                 made = Gauge(name, description, labels, registry=self._registry)
             else:
-                buckets = self.HISTOGRAM_BUCKETS_MS
+                # settled's own histograms are in seconds; the SDK's, in milliseconds.
+                seconds = name == meters.OUTCOME_SECONDS
+                buckets = meters.OUTCOME_BUCKETS_S if seconds else self.HISTOGRAM_BUCKETS_MS
                 made = Histogram(name, description, labels, buckets=buckets, registry=self._registry)
             known = self._series[name] = (made, labels)
         return known
@@ -123,5 +126,6 @@ class MeasureRequests:
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     request.app.state.worker_counters.drain()
+    await request.app.state.fleet.refresh(request.app.state.gateways.get)
     registry = request.app.state.metrics.registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

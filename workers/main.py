@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 from settled.gateway.preflight import ready
+from settled.workflows import meters
 from settled.workflows.hosting import build_worker, kind_workers
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
@@ -36,7 +37,13 @@ def _runtime(settings: Settings) -> Runtime | None:
     host = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed before its port
     address = f"{host}:{settings.worker_metrics_port}"
     return Runtime(
-        telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address, counters_total_suffix=True))
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(
+                bind_address=address,
+                counters_total_suffix=True,
+                histogram_bucket_overrides={meters.OUTCOME_SECONDS: meters.OUTCOME_BUCKETS_S},
+            )
+        )
     )
 
 

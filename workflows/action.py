@@ -32,6 +32,7 @@ from temporalio.workflow import ActivityCancellationType, ActivityHandle
 with workflow.unsafe.imports_passed_through():
     from settled.activities.business import BusinessActivities
     from settled.activities.inputs import DISPATCH, SENDING, BusinessCall, lane_full
+    from settled.workflows import meters
     from settled.workflows.messages import (
         PATCHED_REVISION,
         QUEUE_REVISION,
@@ -54,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from settled.domain.machine import ActionRecord, ControlRefused
     from settled.domain.models import ActionStatus
     from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
-    from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, State
+    from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, SETTLED, State
     from settled.temporal import visibility
     from settled.temporal.identity import conversation_workflow_id, kind_task_queue
 
@@ -116,6 +117,7 @@ class ActionWorkflow:
         self._noted_version = self._record.version
         self._published_state: State | None = State.REQUESTED if not start.carried else self._record.state
         self._counted_state = self._published_state
+        self._lookups_stopped = False
         self._published_attention = self._record.needs_attention if start.carried else False
         self._mirrored_version = -1
         self._mirror: asyncio.Task[None] | None = None
@@ -141,6 +143,7 @@ class ActionWorkflow:
             record.tick(workflow.now())
             self._changed()
             step = record.next_step(workflow.now())
+            self._note_lookups_stopped()
             if step.action == "close":
                 break
             if record.params_redacted and not started_redacted and self._patched(CONTINUE_AFTER_REDACTION):
@@ -158,6 +161,14 @@ class ActionWorkflow:
                 await self._continue_as_new(start, publisher)
         await self._drain(publisher)
         return record.status()
+
+    def _note_lookups_stopped(self) -> None:
+        """Count once each time automatic lookups of an unknown action stop (restarted by `/reconcile`
+        or an event, they may stop again)."""
+        stopped = self._record.automatic_lookups_stopped(workflow.now())
+        if stopped and not self._lookups_stopped:
+            meters.count_lookups_stopped(self._record.kind.name)
+        self._lookups_stopped = stopped
 
     async def _continue_as_new(self, start: ActionStart, publisher: asyncio.Task[None] | None) -> NoReturn:
         await self._drain(publisher)
@@ -336,11 +347,11 @@ class ActionWorkflow:
         if self._signals_conversation:
             self._outbox.append(record.status())
         if record.state != self._counted_state:
+            was_settled = self._counted_state in SETTLED
             self._counted_state = record.state
-            # Replay-safe: the SDK records workflow metrics only when the code runs for the first time.
-            workflow.metric_meter().create_counter(
-                "settled_action_transitions", "actions entering each state"
-            ).add(1, {"state": record.state.value, "kind": record.kind.name})
+            meters.count_transition(record.kind.name, record.state)
+            if record.settled and not was_settled:
+                meters.time_outcome(record.kind.name, record.state, record.created_at, workflow.now())
             if not record.calls_in_task:
                 self._mirror_state()
         last = record.log[-1].note if record.log else record.history[-1].note

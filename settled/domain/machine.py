@@ -278,6 +278,16 @@ class ActionRecord(BaseModel):
         start = self.lookups_from or self.first_dispatch_at or now
         return now >= start + timedelta(seconds=self.kind.give_up_after_s)
 
+    def automatic_lookups_stopped(self, now: datetime) -> bool:
+        """An unknown action that only lookups can verify, whose automatic lookups are over
+        (`give_up_after_s`) and that no one asked to look up again."""
+        return (
+            self.state is State.UNKNOWN
+            and self.kind.has_lookup
+            and not self.lookup_requested
+            and self._automatic_lookups_over(now)
+        )
+
     def next_step(self, now: datetime) -> Step:
         wakes: list[datetime] = []
         if (
