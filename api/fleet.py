@@ -41,8 +41,8 @@ def _quoted(value: str) -> str:
 
 
 class FleetSeries:
-    """Gauges refreshed at most every REFRESH_EVERY_S (a scrape in between is served the last values);
-    cleared when Temporal cannot be read, so a stale count never stands for a current one."""
+    """Gauges read again at most every REFRESH_EVERY_S, in the background of a scrape; cleared when
+    Temporal cannot be read, so a stale count never stands for a current one."""
 
     REFRESH_EVERY_S = 5.0
     TIMEOUT_S = 8.0
@@ -58,7 +58,7 @@ class FleetSeries:
             (kind_task_queue(kind), "activity") for kind in self._kinds
         ]
         self._refreshed_at = float("-inf")
-        self._lock = asyncio.Lock()
+        self._reading: asyncio.Task[None] | None = None
         self.open_actions = Gauge(
             "settled_open_actions", "open actions by kind and state", ["kind", "state"], registry=registry
         )
@@ -104,22 +104,25 @@ class FleetSeries:
             self.backlog_age,
         )
 
-    async def refresh(self, gateway: Callable[[], Awaitable[Any]]) -> None:
-        """Read Temporal again (through the app's gateway, connected on first use) unless the last
-        read is recent enough."""
-        async with self._lock:
-            if time.monotonic() - self._refreshed_at < self.REFRESH_EVERY_S:
-                return
-            try:
-                client = (await asyncio.wait_for(gateway(), self.TIMEOUT_S)).client
-                await asyncio.wait_for(self._read(client), self.TIMEOUT_S)
-            except Exception as error:  # any failure to read: no values rather than stale ones
-                log.warning(
-                    "could not read the actions and task queues from Temporal: %s", type(error).__name__
-                )
-                for gauge in self._gauges:
-                    gauge.clear()
+    def refresh(self, gateway: Callable[[], Awaitable[Any]]) -> None:
+        """Start reading Temporal again (through the app's gateway, connected on first use) unless the
+        last read is recent or one is under way. The scrape never waits for it: it is served the last
+        values, so a slow Temporal never makes the scrape itself time out."""
+        if self._reading is not None or time.monotonic() - self._refreshed_at < self.REFRESH_EVERY_S:
+            return
+        self._reading = asyncio.create_task(self._refresh(gateway))
+
+    async def _refresh(self, gateway: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            client = (await asyncio.wait_for(gateway(), self.TIMEOUT_S)).client
+            await asyncio.wait_for(self._read(client), self.TIMEOUT_S)
+        except Exception as error:  # any failure to read: no values rather than stale ones
+            log.warning("could not read the actions and task queues from Temporal: %s", type(error).__name__)
+            for gauge in self._gauges:
+                gauge.clear()
+        finally:
             self._refreshed_at = time.monotonic()
+            self._reading = None
 
     async def _read(self, client: Client) -> None:
         reads = asyncio.Semaphore(self.CONCURRENT_READS)

@@ -11,6 +11,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
 )
 from settled.api.strict import PATH_IDS, is_identifier
@@ -24,6 +25,8 @@ router = APIRouter(tags=["metrics"])
 
 class ApiMetrics:
     def __init__(self) -> None:
+        # No `…_created` gauge beside every counter and histogram: a series each that no rule reads.
+        disable_created_metrics()
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "settled_api_requests", "API requests", ["method", "route", "status"], registry=self.registry
@@ -126,6 +129,6 @@ class MeasureRequests:
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     request.app.state.worker_counters.drain()
-    await request.app.state.fleet.refresh(request.app.state.gateways.get)
+    request.app.state.fleet.refresh(request.app.state.gateways.get)
     registry = request.app.state.metrics.registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
