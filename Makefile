@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install typescript lint layers unit golden clean browser nginx screenshots compose-check bench
+.PHONY: dev test install typescript lint layers unit golden clean browser nginx prometheus screenshots compose-check bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,13 @@ nginx:
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; } \
 	  || echo "no nginx: the secured-Temporal tests in tests/reach will fail (apt-get install nginx)"
 
+# The on-call tests (tests/oncall) run Debian's promtool on the rules and a real Prometheus scraping a
+# stack: installed with apt when missing and we are root.
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } \
+	  || echo "no prometheus: the on-call tests in tests/oncall will fail (apt-get install prometheus)"
+
 # docker-compose.yml against the compose schema, offline (no Docker engine, no image pulled): Debian's
 # docker-compose, installed with apt when missing and we are root; also the v2 plugin where it exists.
 # Dummy values stand in for the secrets the file requires.
@@ -78,7 +85,7 @@ layers: $(STAMP)
 	$(BIN)/pip install --quiet --no-deps --target $(LAYERS_DIR) . 2>/dev/null
 	cd $(LAYERS_DIR) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml
 
-test: lint layers browser nginx compose-check typescript
+test: lint layers browser nginx prometheus compose-check typescript
 	$(BIN)/python -m pytest -q
 
 screenshots: $(STAMP) browser
