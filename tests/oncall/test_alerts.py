@@ -9,7 +9,7 @@ import httpx
 
 from settled.runtime.stack import Stack
 from tests.helpers import REFUND, Sandbox, create, new_id, status, wait_for, wait_state
-from tests.oncall.conftest import RUNBOOK, Prometheus
+from tests.oncall.conftest import RUNBOOK, Prometheus, stops_counted
 
 ATTENTION = "SettledActionsNeedAttention"
 STOPPED = "SettledLookupsStopped"
@@ -24,7 +24,7 @@ def test_an_unknown_action_past_its_attention_time_fires_the_alert_until_a_looku
     oncall_stack: Stack, oncall_api: httpx.Client, oncall_sandbox: Sandbox, prometheus: Prometheus
 ) -> None:
     assert not prometheus.alerts(ATTENTION)  # nothing needs attention yet
-    op = new_id()
+    op, stops = new_id(), stops_counted(prometheus)
     oncall_sandbox.fault("refunds", "create", "drop_after_apply", op)
     oncall_sandbox.fault("refunds", "lookup", "fail_before_apply", op, count=0)
     assert create(oncall_api, "refund", REFUND, operation_id=op).status_code in (200, 201, 202)
@@ -43,6 +43,7 @@ def test_an_unknown_action_past_its_attention_time_fires_the_alert_until_a_looku
     anchor = alert["annotations"]["runbook_url"].partition("#")[2]
     assert f"### {ATTENTION}" in RUNBOOK.read_text() and anchor == ATTENTION.lower()
     # The lookups kept failing: they show as inconclusive verdicts, and automatic ones stop after 6 s.
+    wait_for(lambda: stops_counted(prometheus) > stops, 120, "this refund's automatic lookups to stop")
     wait_for(lambda: _firing(prometheus, STOPPED, "refund"), 120, "the lookups-stopped alert to fire")
     lookups = prometheus.query(
         'kind_result:settled_reconciliation_lookups:rate5m{kind="refund",result="inconclusive"}'

@@ -5,6 +5,8 @@ import json
 import math
 from typing import Any
 
+from settled.workflows.meters import OUTCOME_BUCKETS_S
+
 from tests.helpers import wait_for
 from tests.oncall.conftest import DASHBOARD, Prometheus, Traffic
 
@@ -46,3 +48,14 @@ def test_every_panel_query_returns_data_from_the_scrape(prometheus: Prometheus, 
     for title, expr in _targets():
         query = _evaluated(expr)
         wait_for(lambda q=query: numbers(prometheus.query(q)), 120, f"data for {title!r}: {query}")
+
+
+def test_a_histogram_has_one_set_of_buckets_across_the_api_and_the_worker(
+    prometheus: Prometheus, traffic: Traffic
+) -> None:
+    """The API and the worker spell bucket bounds differently (1.0, 1); the example configuration's
+    relabelling makes them one, or a quantile over both would be wrong."""
+    bounds = prometheus.query("count by (le) (settled_action_outcome_seconds_bucket)")
+    assert sorted(float(sample["metric"]["le"]) for sample in bounds) == [*OUTCOME_BUCKETS_S, math.inf]
+    # Stored as the SDK writes them (1, 2.5), whoever wrote them.
+    assert {sample["metric"]["le"] for sample in bounds} >= {"1", "2.5", "86400", "+Inf"}
