@@ -36,10 +36,6 @@ QUEUE_TYPES = {
 }
 
 
-def _quoted(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 class FleetSeries:
     """Gauges read again at most every REFRESH_EVERY_S, in the background of a scrape; cleared when
     Temporal cannot be read, so a stale count never stands for a current one."""
@@ -134,8 +130,10 @@ class FleetSeries:
         states = [(kind, state) for kind in self._kinds for state in State]
         attention = [(kind, tenant) for kind in self._kinds for tenant in self._tenants]
         flagged = f"{visibility.NEEDS_ATTENTION.name} = true"
-        clauses = [(kind, f"{visibility.STATE.name} = {_quoted(state.value)}") for kind, state in states] + [
-            (kind, f"{visibility.TENANT.name} = {_quoted(tenant)} AND {flagged}")
+        clauses = [
+            (kind, f"{visibility.STATE.name} = {visibility.quoted(state.value)}") for kind, state in states
+        ] + [
+            (kind, f"{visibility.TENANT.name} = {visibility.quoted(tenant)} AND {flagged}")
             for kind, tenant in attention
         ]
         counts = await asyncio.gather(
@@ -154,7 +152,7 @@ class FleetSeries:
     async def _count(self, client: Client, kind: str, clause: str) -> int:
         query = (
             f"WorkflowType = 'Action' AND ExecutionStatus = 'Running' "
-            f"AND {visibility.KIND.name} = {_quoted(kind)} AND {clause}"
+            f"AND {visibility.KIND.name} = {visibility.quoted(kind)} AND {clause}"
         )
         return (await client.count_workflows(query)).count
 

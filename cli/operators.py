@@ -28,14 +28,10 @@ console = Console()
 OPERATOR_WAIT_S = 10.0
 
 
-def _quoted(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def list_query(tenant: str | None, conversation: str | None, state: str | None, kind: str | None) -> str:
     clauses = [
         "WorkflowType = 'Action'",
-        f"{visibility.TENANT.name} = {_quoted(tenant or visibility.NO_TENANT)}",
+        f"{visibility.TENANT.name} = {visibility.quoted(tenant or visibility.NO_TENANT)}",
     ]
     for key, value in (
         (visibility.CONVERSATION, conversation),
@@ -43,7 +39,7 @@ def list_query(tenant: str | None, conversation: str | None, state: str | None, 
         (visibility.KIND, kind),
     ):
         if value:
-            clauses.append(f"{key.name} = {_quoted(value)}")
+            clauses.append(f"{key.name} = {visibility.quoted(value)}")
     return " AND ".join(clauses)
 
 

@@ -15,6 +15,11 @@ ALL = (CONVERSATION, KIND, STATE, TENANT, NEEDS_ATTENTION)
 NO_TENANT = "-"
 
 
+def quoted(value: str) -> str:
+    """A value as a string literal of a visibility query."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def declared() -> dict[str, str]:
     """Each attribute's name and type as Temporal's tools spell them (`Keyword`, `Bool`): what the dev
     stack registers, and what deploy/temporal/setup.sh registers on a real cluster."""

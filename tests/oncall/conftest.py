@@ -180,6 +180,16 @@ class Traffic:
     ids: tuple[str, ...]
 
 
+def reconciled(api: httpx.Client, operation_id: str) -> dict[str, Any] | None:
+    """Ask for a lookup, as an operator does, and wait a little for it: the action if it is confirmed.
+    A reconcile within a second of the last lookup is answered without another (it was just looked
+    up), so the caller asks again."""
+    answer = api.post(f"/v1/actions/{operation_id}/reconcile", params={"wait": 5})
+    assert answer.status_code == 200, answer.text
+    action: dict[str, Any] = answer.json()
+    return action if action["state"] == "confirmed" else None
+
+
 def stops_counted(prometheus: Prometheus) -> float:
     """How many times automatic lookups of refunds stopped, as Prometheus has scraped it."""
     counted = prometheus.query('sum(settled_reconciliation_stopped_total{kind="refund"})')
@@ -206,8 +216,7 @@ def _one_round(api: httpx.Client, sandbox: Sandbox, prometheus: Prometheus) -> l
     # Its automatic lookups stop 6 s after the first send: then one is asked for, and answered.
     wait_for(lambda: stops_counted(prometheus) > stops, 90, "automatic lookups to stop")
     sandbox.clear_faults()
-    assert api.post(f"/v1/actions/{lost}/reconcile").status_code in (200, 202)
-    wait_state(api, lost, "confirmed", timeout_s=60)
+    wait_for(lambda: reconciled(api, lost), 60, "a reconcile to confirm the lost refund")
     missing = new_id()
     assert api.get(f"/v1/actions/{missing}").status_code == 404
     return [conversation, *confirmed, refused, lost, missing]

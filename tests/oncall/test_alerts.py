@@ -9,7 +9,7 @@ import httpx
 
 from settled.runtime.stack import Stack
 from tests.helpers import REFUND, Sandbox, create, new_id, status, wait_for, wait_state
-from tests.oncall.conftest import RUNBOOK, Prometheus, stops_counted
+from tests.oncall.conftest import RUNBOOK, Prometheus, reconciled, stops_counted
 
 ATTENTION = "SettledActionsNeedAttention"
 STOPPED = "SettledLookupsStopped"
@@ -52,8 +52,7 @@ def test_an_unknown_action_past_its_attention_time_fires_the_alert_until_a_looku
     assert _firing(prometheus, ATTENTION, "refund") is not None  # still unknown, still flagged
 
     oncall_sandbox.clear_faults()
-    assert oncall_api.post(f"/v1/actions/{op}/reconcile").status_code in (200, 202)
-    confirmed = wait_state(oncall_api, op, "confirmed", timeout_s=60)
+    confirmed = wait_for(lambda: reconciled(oncall_api, op), 60, "a reconcile to confirm the refund")
     assert not confirmed["needs_attention"]
     assert len(oncall_sandbox.writes(op)) == 1  # verified by a lookup, never re-sent
 
