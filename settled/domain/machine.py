@@ -647,10 +647,11 @@ class ActionRecord(BaseModel):
                     self.resend_allowed = True
                 self.next_check_at = self._next_check(now, look_by)
 
-    def _next_check(self, now: datetime, look_by: datetime | None) -> datetime:
-        """The next lookup: after the usual backoff (at most `reconcile_max_interval_s`), and no later
-        than `look_by`."""
-        after_backoff = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
+    def _next_check(self, now: datetime, look_by: datetime | None, failures: int | None = None) -> datetime:
+        """The next lookup: after the usual backoff (at most `reconcile_max_interval_s`; `failures`
+        tries so far, default the lookups'), and no later than `look_by`."""
+        tries = self.checks if failures is None else failures
+        after_backoff = now + self._backoff(tries, self.kind.reconcile_max_interval_s)
         return after_backoff if look_by is None else max(now, min(after_backoff, look_by))
 
     def _reversal_checked(self, outcome: LookupOutcome, now: datetime, asked_at: datetime) -> None:
@@ -672,8 +673,8 @@ class ActionRecord(BaseModel):
             self._note(
                 now, "compensation", "still standing past the horizon of the reversal: sending it again"
             )
-        elif outcome.result != "inconclusive":
-            self.next_check_at = horizon
+        elif outcome.result != "inconclusive":  # the reversal may still land: looked up again meanwhile
+            self.next_check_at = self._next_check(now, horizon, self.compensation_attempts)
         else:
             self.next_check_at = now + self._backoff(
                 self.compensation_attempts, self.kind.reconcile_max_interval_s
