@@ -9,6 +9,7 @@ from settled.api.cors import CodecCors
 from settled.api.deps import GatewayHolder
 from settled.api.edges.mcp import door as mcp
 from settled.api.edges.platforms import elevenlabs, retell, vapi
+from settled.api.edges.platforms.bodies import STREAMED_PATHS
 from settled.api.edges.platforms.webhooks import PLATFORM_BODY_BYTES, PLATFORM_PREFIX
 from settled.api.fleet import FleetSeries
 from settled.api.limits import BodySizeLimit
@@ -73,7 +74,9 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
         # Only the codec is cross-origin (the Temporal UI calls it from the browser); /v1 stays closed.
         app.add_middleware(CodecCors, origins=settings.codec_cors_origins)
     platforms = {PLATFORM_PREFIX: max(PLATFORM_BODY_BYTES, settings.max_body_bytes)}
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, larger=platforms)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_body_bytes, larger=platforms, streamed=STREAMED_PATHS
+    )
     tracing.start("settled-api")
     tracing.instrument_api(app)  # outermost: each route's span holds all of it
     return app

@@ -1,6 +1,6 @@
 """Request size limit, enforced on the raw ASGI stream (Content-Length can be absent or lie)."""
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from settled.api.errors import send_error
 from starlette.exceptions import HTTPException
@@ -15,15 +15,24 @@ class BodyTooLarge(HTTPException):
 
 
 class BodySizeLimit:
-    """`max_bytes` per body; under a path prefix of `larger`, that prefix's own limit instead."""
+    """`max_bytes` per body; under a path prefix of `larger`, that prefix's own limit instead. The
+    `streamed` paths are not limited here: their routes read the body as a stream and bound what they
+    keep themselves."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, larger: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        larger: Mapping[str, int] | None = None,
+        streamed: Collection[str] = (),
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.larger = {prefix: BodySizeLimit(app, limit) for prefix, limit in (larger or {}).items()}
+        self.streamed = frozenset(streamed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in self.streamed:
             await self.app(scope, receive, send)
             return
         for prefix, limit in self.larger.items():

@@ -598,28 +598,31 @@ class ActionRecord(BaseModel):
         self, outcome: LookupOutcome, now: datetime, asked_at: datetime | None = None, horizon: bool = True
     ) -> None:
         """Record a lookup's answer. `asked_at` is when it was made (default `now`); a "not applied"
-        asked inside the commit horizon is inconclusive, looked up again once the horizon has passed.
-        `horizon=False` only replays runs recorded before the commit horizon existed."""
+        asked inside the commit horizon is inconclusive: the lookups go on at their usual backoff (a
+        write that lands meanwhile is found, and confirmed, at the next one), and one comes at the
+        latest when the horizon has passed, where a "not applied" is conclusive. `horizon=False` only
+        replays runs recorded before the commit horizon existed."""
         asked_at = now if asked_at is None else asked_at
         if self.compensation_check:
             self._reversal_checked(outcome, now, asked_at)
             return
         if horizon and self.too_soon_to_tell(outcome, asked_at):
-            recheck_at = self.commit_horizon()
-            assert recheck_at is not None
+            horizon_at = self.commit_horizon()
+            assert horizon_at is not None
             outcome = LookupOutcome(
                 result="inconclusive",
                 status_code=outcome.status_code,
                 detail=f"{outcome.detail}, but a request sent at most {self.kind.commit_horizon_s:g}s "
-                "earlier may still be committing; looking again after that",
+                "earlier may still be committing; looking again, and a 404 counts only after that",
             )
-            self._lookup_answered(outcome, now, recheck_at=recheck_at)
+            self._lookup_answered(outcome, now, look_by=horizon_at)
             return
         self._lookup_answered(outcome, now)
 
     def _lookup_answered(
-        self, outcome: LookupOutcome, now: datetime, recheck_at: datetime | None = None
+        self, outcome: LookupOutcome, now: datetime, look_by: datetime | None = None
     ) -> None:
+        """`look_by`: the next lookup comes by then at the latest (the commit horizon's end)."""
         self.lookups += 1
         self.last_lookup_at = now
         self.lookup_requested = False
@@ -647,16 +650,19 @@ class ActionRecord(BaseModel):
                 else:
                     self.resend_allowed = True
             case "inconclusive" if self.accepted:
-                self.next_check_at = recheck_at or now + self._backoff(
-                    self.checks, self.kind.reconcile_max_interval_s
-                )
+                self.next_check_at = self._next_check(now, look_by)
             case "inconclusive":
                 self.reason = outcome.detail
                 if self.resend_safe(now) and not self.cancel_requested:
                     self.resend_allowed = True
-                self.next_check_at = recheck_at or now + self._backoff(
-                    self.checks, self.kind.reconcile_max_interval_s
-                )
+                self.next_check_at = self._next_check(now, look_by)
+
+    def _next_check(self, now: datetime, look_by: datetime | None, failures: int | None = None) -> datetime:
+        """The next lookup: after the usual backoff (at most `reconcile_max_interval_s`; `failures`
+        tries so far, default the lookups'), and no later than `look_by`."""
+        tries = self.checks if failures is None else failures
+        after_backoff = now + self._backoff(tries, self.kind.reconcile_max_interval_s)
+        return after_backoff if look_by is None else max(now, min(after_backoff, look_by))
 
     def _reversal_checked(self, outcome: LookupOutcome, now: datetime, asked_at: datetime) -> None:
         """A lookup after a compensation whose answer was lost: gone or reversed means it was reversed;
@@ -677,8 +683,8 @@ class ActionRecord(BaseModel):
             self._note(
                 now, "compensation", "still standing past the horizon of the reversal: sending it again"
             )
-        elif outcome.result != "inconclusive":
-            self.next_check_at = horizon
+        elif outcome.result != "inconclusive":  # the reversal may still land: looked up again meanwhile
+            self.next_check_at = self._next_check(now, horizon, self.compensation_attempts)
         else:
             self.next_check_at = now + self._backoff(
                 self.compensation_attempts, self.kind.reconcile_max_interval_s

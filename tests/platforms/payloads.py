@@ -47,7 +47,7 @@ _CREATED = dt.datetime(2026, 12, 4, 9, 0, tzinfo=dt.UTC)
 # -- Vapi --------------------------------------------------------------------------------------------
 
 
-def _vapi_call(call_id: str) -> Call:
+def vapi_call(call_id: str) -> Call:
     return Call(
         id=call_id, org_id="org-settled-tests", created_at=_CREATED, updated_at=_CREATED, type="webCall"
     )
@@ -74,14 +74,14 @@ def vapi_tool_calls(call_id: str, *calls: tuple[str, str, dict[str, Any] | str])
         for tool_call_id, name, args in calls
     ]
     message = ServerMessageToolCalls(
-        type="tool-calls", call=_vapi_call(call_id), tool_call_list=tool_calls, tool_with_tool_call_list=[]
+        type="tool-calls", call=vapi_call(call_id), tool_call_list=tool_calls, tool_with_tool_call_list=[]
     )
     return _vapi_body(message)
 
 
 def vapi_status(call_id: str, status: str, ended_reason: str | None = None) -> bytes:
     message = ServerMessageStatusUpdate(
-        type="status-update", status=status, ended_reason=ended_reason, call=_vapi_call(call_id)
+        type="status-update", status=status, ended_reason=ended_reason, call=vapi_call(call_id)
     )
     return _vapi_body(message)
 
@@ -90,7 +90,7 @@ def vapi_end_of_call(call_id: str, ended_reason: str) -> bytes:
     message = ServerMessageEndOfCallReport(
         type="end-of-call-report",
         ended_reason=ended_reason,
-        call=_vapi_call(call_id),
+        call=vapi_call(call_id),
         artifact=Artifact(transcript="AI: How can I help? User: Refund my order."),
         analysis=Analysis(),
     )

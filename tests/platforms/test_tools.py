@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from elevenlabs.types import LiteralJsonSchemaProperty, ObjectJsonSchemaPropertyInput, ToolRequestModel
+from elevenlabs.types import (
+    ConvAiSecretLocator,
+    LiteralJsonSchemaProperty,
+    ObjectJsonSchemaPropertyInput,
+    ToolRequestModel,
+)
 from elevenlabs.types.tool_request_model_tool_config import ToolRequestModelToolConfig_Webhook
 from retell.types.llm_create_params import GeneralToolCustomTool
 from settled.adapters.common import AUTHORIZE_TOOL, CHECK_TOOL, load_action_kinds, tool_set
@@ -100,6 +105,32 @@ def test_elevenlabs_tools_are_webhook_tools_carrying_the_conversation_id(kinds_f
     refund = next(tool for tool in tools if tool.name == "refund")  # type: ignore[union-attr]
     amount = refund.api_schema.request_body_schema.properties["params"].properties["amount"]  # type: ignore[union-attr]
     assert amount.type == "number" and "more than 0" in amount.description
+
+
+def test_with_api_keys_elevenlabs_tools_send_the_authorization_header_from_a_workspace_secret(
+    kinds_file: Path,
+) -> None:
+    """settled's API keys refuse a tool call without `Authorization: Bearer KEY`: each printed tool sends
+    the header, its value taken from the named ElevenLabs workspace secret (never the key itself)."""
+    keyed = {"SETTLED_API_KEYS": "acme:acme-key-0123456789"}
+    run = platform_tools(kinds_file, "elevenlabs", "--url", BASE, "--secret-id", "sec_acme_bearer", env=keyed)
+    assert run.returncode == 0, run.stderr
+    assert "acme-key-0123456789" not in run.stdout
+    tools = [ToolRequestModel.model_validate(tool).tool_config for tool in json.loads(run.stdout)]
+    assert len(tools) == len(tool_set(load_action_kinds(kinds_file)))
+    for tool in tools:
+        assert isinstance(tool, ToolRequestModelToolConfig_Webhook)
+        headers = tool.api_schema.request_headers
+        assert headers is not None and set(headers) == {"Authorization"}
+        assert isinstance(headers["Authorization"], ConvAiSecretLocator)
+        assert headers["Authorization"].secret_id == "sec_acme_bearer"
+
+    run = platform_tools(kinds_file, "elevenlabs", "--url", BASE, env=keyed)  # tools that would all be 401
+    assert run.returncode == 2 and "--secret-id" in run.stderr and run.stdout == ""
+    run = platform_tools(kinds_file, "vapi", "--url", BASE, "--secret-id", "sec_acme_bearer")
+    assert run.returncode == 2 and "--secret-id" in run.stderr
+    unkeyed = platform_tools(kinds_file, "elevenlabs", "--url", BASE)  # no API keys: no header
+    assert unkeyed.returncode == 0 and "request_headers" not in unkeyed.stdout
 
 
 def test_platform_tools_needs_the_kinds_file_and_a_url(kinds_file: Path) -> None:

@@ -1,6 +1,7 @@
 """The state machine on its own: the rules of the states (docs/reference.md), without Temporal or HTTP."""
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
@@ -328,7 +329,7 @@ def test_a_cancel_that_may_follow_an_unrecorded_send_checks_before_cancelling() 
     other.apply_cancel(None, None, at(1))
     other.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(2))
     assert other.state is State.UNKNOWN  # the send may have left just now: a 404 proves nothing yet
-    assert other.next_step(at(2)) == Step(action="wait", until=at(31))
+    assert other.next_step(at(2)) == Step(action="wait", until=at(4))  # looked up again at its backoff
     assert other.next_step(at(31)).action == "lookup"
     other.on_lookup(LookupOutcome(result="not_applied", detail="404"), at(31))
     assert other.state is State.CANCELLED and not other.compensated
@@ -362,10 +363,59 @@ def test_an_early_404_never_allows_a_resend_without_dedup() -> None:
     status = action.status()
     assert (status.state, status.claim, status.attempts) == (State.UNKNOWN, "unknown", 1)
     assert "checking" in status.say
-    assert action.next_step(at(2)) == Step(action="wait", until=at(31))
-    assert action.next_step(at(31)).action == "lookup"
+    assert action.next_step(at(2)) == Step(action="wait", until=at(3.5))  # its backoff, not the horizon
+    looked_at = early_404s(action, at(3.5), until=at(31))
+    assert looked_at == [at(3.5), at(7.5), at(15.5), at(31)]  # 2, 4, 8 s apart; the last at the horizon
     action.on_lookup(NOT_FOUND, at(31.1), asked_at=at(31))
     assert action.next_step(at(31.1)).action == "dispatch"  # now the authority has spoken
+
+
+def early_404s(
+    action: ActionRecord, first: datetime, until: datetime, horizon: datetime | None = None
+) -> list[datetime]:
+    """Answer each lookup the action makes before `until` with a 404, checking that none of them
+    concludes anything (no re-send, no end) and that the next one comes by the `horizon` (default
+    `until`); when each lookup was made, and the first one after `until`."""
+    looked_at: list[datetime] = []
+    now = first
+    while now < until:
+        assert action.next_step(now).action == "lookup"
+        looked_at.append(now)
+        action.on_lookup(NOT_FOUND, now)
+        assert action.state is State.UNKNOWN and action.attempts == 1 and not action.resend_allowed
+        step = action.next_step(now)
+        assert step.action == "wait" and step.until is not None and step.until <= (horizon or until)
+        now = step.until
+    looked_at.append(now)
+    return looked_at
+
+
+def test_a_write_found_inside_the_horizon_confirms_at_once() -> None:
+    """The lookups keep their cadence inside the horizon: a write that lands 10 s after a lost answer
+    is confirmed at the first lookup after that, not when the 30 s horizon has passed."""
+    action = record("refund", authorized=True, idempotency_header=None, commit_horizon_s=30.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    assert early_404s(action, at(2), until=at(10), horizon=at(31)) == [at(2), at(4), at(8), at(16)]
+    action.on_lookup(LookupOutcome(result="applied", business_ref="b-3", detail="found"), at(16))
+    assert (action.state, action.business_ref, action.attempts) == (State.CONFIRMED, "b-3", 1)
+
+
+def test_inside_the_horizon_the_lookups_are_at_most_the_max_interval_apart() -> None:
+    action = record(
+        "refund",
+        authorized=True,
+        idempotency_header=None,
+        commit_horizon_s=30.0,
+        reconcile_max_interval_s=5.0,
+    )
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    looked_at = early_404s(action, at(2), until=at(31))
+    assert looked_at[:4] == [at(2), at(4), at(8), at(13)] and looked_at[-1] == at(31)
+    assert all(later - earlier <= timedelta(seconds=5) for earlier, later in pairwise(looked_at))
+    action.on_lookup(NOT_FOUND, at(31))  # past the horizon: conclusive, so it may be sent again
+    assert action.next_step(at(31)).action == "dispatch"
 
 
 def test_a_lookup_asked_inside_the_horizon_is_inconclusive_even_if_answered_after_it() -> None:
@@ -386,7 +436,8 @@ def test_an_early_404_never_turns_a_cancel_into_never_applied(kind: str) -> None
     status = action.status()
     assert (status.state, status.cancel_requested, status.claim) == (State.UNKNOWN, True, "unknown")
     assert "checking before I can cancel" in status.say
-    assert action.next_step(at(2)) == Step(action="wait", until=at(31))
+    assert action.next_step(at(2)) == Step(action="wait", until=at(3.5))
+    early_404s(action, at(3.5), until=at(31))  # never "cancelled" while the write may still land
     # The write landed meanwhile: the look after the horizon finds it, and it is reversed, not denied.
     action.on_lookup(LookupOutcome(result="applied", business_ref="b-9", detail="found"), at(31))
     assert action.state is State.CONFIRMED and action.business_ref == "b-9"

@@ -10,10 +10,12 @@ KEY` header (a workspace secret at ElevenLabs) names the tenant.
 
 The post-call webhook closes the voice channel once, however often it is delivered
 (`post_call_transcription`, and `call_initiation_failure` for a call that never connected); other
-types answer 200 and change nothing. It is verified as ElevenLabs signs it: `ElevenLabs-Signature:
-t={unix seconds},v0={hex HMAC-SHA256 of "{t}.{raw body}"}`, at most 300 s old, compared in constant
-time, keyed with `SETTLED_ELEVENLABS_WEBHOOK_SECRET` without tenants and, with tenants, the variable
-`SETTLED_ELEVENLABS_WEBHOOK_SECRETS` names for each: the secret that verifies names the tenant.
+types (`post_call_audio`, a call's whole audio, megabytes of it) answer 200, are read and dropped,
+and change nothing. It is verified as ElevenLabs signs it: `ElevenLabs-Signature: t={unix
+seconds},v0={hex HMAC-SHA256 of "{t}.{raw body}"}`, at most 30 minutes old (the tolerance of
+ElevenLabs' own SDK), compared in constant time, keyed with `SETTLED_ELEVENLABS_WEBHOOK_SECRET`
+without tenants and, with tenants, the variable `SETTLED_ELEVENLABS_WEBHOOK_SECRETS` names for each:
+the secret that verifies names the tenant.
 """
 
 import re
@@ -22,14 +24,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
+from settled.api.edges.platforms.bodies import read_webhook
 from settled.api.edges.platforms.webhooks import (
+    Signature,
     bearer_caller,
     fresh,
-    hex_hmac,
     json_object,
     refused,
-    same,
-    signing_tenant,
+    signing_secrets,
     tenant_api_key,
 )
 
@@ -41,6 +43,8 @@ WEBHOOK_SECRET = "SETTLED_ELEVENLABS_WEBHOOK_SECRET"
 CONVERSATION_VARIABLE = "system__conversation_id"
 # The post-call webhook's types that end a call: what the call was, and why it ended.
 CLOSING = {"post_call_transcription": "termination_reason", "call_initiation_failure": "failure_reason"}
+# How old a signature may be: what the elevenlabs SDK's `construct_event` accepts (30 minutes).
+MAX_AGE_S = 30 * 60.0
 _SIGNATURE_PART = re.compile(r"(t|v0)=([^,]*)")
 
 
@@ -63,10 +67,13 @@ async def elevenlabs_tool(request: Request) -> dict[str, str]:
 
 @router.post("/events", summary="The ElevenLabs post-call webhook: the end of a call")
 async def elevenlabs_event(request: Request) -> Any:
-    body = await request.body()
-    tenant = _verified_tenant(request, body)
+    signature = _signature(request)
+    webhook = await read_webhook(request, "type", CLOSING, signature)
+    tenant = signature.signer()
     api_key = tenant_api_key(request, tenant)
-    payload = json_object(body)
+    if webhook.body is None:
+        return {}
+    payload = json_object(webhook.body)
     kind, data = payload.get("type"), payload.get("data")
     data = data if isinstance(data, dict) else {}
     conversation = data.get("conversation_id")
@@ -89,28 +96,19 @@ def _reason(data: dict[str, Any], field: str) -> object:
     return metadata.get(field) or data.get(field)
 
 
-def _verified_tenant(request: Request, body: bytes) -> str | None:
-    """The tenant whose webhook secret verifies `ElevenLabs-Signature` (None without tenants); 401 if
-    none does, or the signature is more than 300 s old."""
-    signed_at, digest = _signature(request)
-    if not signed_at.isdigit() or not digest:
-        raise refused("ElevenLabs-Signature is required: t=<unix seconds>,v0=<hex HMAC-SHA256>")
-    if not fresh(int(signed_at), time.time()):
-        raise refused("the signature was not made within the last 300 s")
-    settings: Settings = request.app.state.settings
-
-    def verifies(secret: str) -> bool:
-        return same(hex_hmac(secret, signed_at.encode() + b"." + body), digest)
-
-    secrets = settings.elevenlabs_webhook_secrets
-    return signing_tenant(request, "ElevenLabs", secrets, WEBHOOK_SECRET, verifies)
-
-
-def _signature(request: Request) -> tuple[str, str]:
-    """The header's `t=` and `v0=` values ("" where missing; parts of another scheme are not read)."""
+def _signature(request: Request) -> Signature:
+    """`ElevenLabs-Signature`, to be checked over the body with each webhook secret that may have made
+    it; 401 at once if it is missing, or more than 30 minutes old."""
     parts: dict[str, str] = {}
     for part in request.headers.get("elevenlabs-signature", "").split(","):
         matched = _SIGNATURE_PART.fullmatch(part.strip())
         if matched is not None:
             parts.setdefault(matched[1], matched[2])
-    return parts.get("t", ""), parts.get("v0", "")
+    signed_at, digest = parts.get("t", ""), parts.get("v0", "")
+    if not signed_at.isdigit() or not digest:
+        raise refused("ElevenLabs-Signature is required: t=<unix seconds>,v0=<hex HMAC-SHA256>")
+    if not fresh(int(signed_at), time.time(), MAX_AGE_S):
+        raise refused("the signature was not made within the last 30 minutes")
+    settings: Settings = request.app.state.settings
+    secrets = signing_secrets(request, "ElevenLabs", settings.elevenlabs_webhook_secrets, WEBHOOK_SECRET)
+    return Signature(digest, signed_at.encode() + b".", b"", secrets)

@@ -3,8 +3,10 @@
 
 A function call is answered 200 `{"result": text}`, the adapters' truthful text, within
 `SETTLED_RETELL_WAIT_S`. `call_started` opens the voice channel and `call_ended` closes it, once each
-however often Retell retries; every event answers 204. Both routes verify `X-Retell-Signature`
-(`v={ms},d={hex HMAC-SHA256 of raw body + ms}`) with the Retell API key: `SETTLED_RETELL_API_KEY`
+however often Retell retries; every event answers 204, and the ones settled does not read
+(`call_analyzed`, `transcript_updated`, the transfers) are read and dropped whatever their size. Both
+routes verify `X-Retell-Signature` (`v={ms},d={hex HMAC-SHA256 of raw body + ms}`, at most 5 minutes
+from now, as retell-sdk's own `verify` accepts) with the Retell API key: `SETTLED_RETELL_API_KEY`
 without tenants; with tenants, the variable `SETTLED_RETELL_API_KEYS` names for each, and the key that
 verifies the signature names the tenant.
 """
@@ -15,13 +17,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
+from settled.api.edges.platforms.bodies import read_webhook
 from settled.api.edges.platforms.webhooks import (
+    Signature,
     fresh,
-    hex_hmac,
     json_object,
     refused,
-    same,
-    signing_tenant,
+    signing_secrets,
     tenant_api_key,
 )
 
@@ -31,12 +33,18 @@ router = APIRouter(prefix="/v1/platforms/retell", tags=["platforms"])
 
 API_KEY = "SETTLED_RETELL_API_KEY"
 _SIGNATURE = re.compile(r"v=(\d{1,16}),d=([0-9a-f]{64})")
+# How far from now a signature may be made: what retell-sdk's `verify` accepts (5 minutes, either way).
+MAX_AGE_S = 5 * 60.0
+# The events settled reads: the call's start and end.
+CHANNEL_EVENTS = {"call_started": "channel_opened", "call_ended": "channel_closed"}
 
 
 @router.post("/functions", summary="A Retell custom function's URL: one function call")
 async def retell_function(request: Request) -> dict[str, str]:
+    signature = _signature(request)
     body = await request.body()
-    api_key = tenant_api_key(request, _verified_tenant(request, body))
+    signature.update(body)
+    api_key = tenant_api_key(request, signature.signer())
     name, call_id, arguments = _function_call(json_object(body), request)
     if call_id is None:
         return {"result": "Not recorded: the request names no call (call.call_id). Nothing was sent."}
@@ -48,15 +56,18 @@ async def retell_function(request: Request) -> dict[str, str]:
 
 @router.post("/events", status_code=204, summary="A Retell agent's webhook URL: the call's start and end")
 async def retell_event(request: Request) -> Response:
-    body = await request.body()
-    tenant = _verified_tenant(request, body)
+    signature = _signature(request)
+    webhook = await read_webhook(request, "event", CHANNEL_EVENTS, signature)
+    tenant = signature.signer()
     api_key = tenant_api_key(request, tenant)
-    payload = json_object(body)
+    if webhook.body is None:
+        return Response(status_code=204)
+    payload = json_object(webhook.body)
     event, call = payload.get("event"), payload.get("call")
     call = call if isinstance(call, dict) else {}
     call_id, reason = call.get("call_id"), call.get("disconnection_reason")
-    if event in ("call_started", "call_ended") and isinstance(call_id, str) and call_id:
-        type_ = "channel_opened" if event == "call_started" else "channel_closed"
+    if event in CHANNEL_EVENTS and isinstance(call_id, str) and call_id:
+        type_ = CHANNEL_EVENTS[event]
         conversation_id = f"retell:{call_id}"
         refusal = await record_channel_event(request.app, tenant, api_key, conversation_id, type_, reason)
         if refusal is not None:
@@ -84,18 +95,15 @@ def _function_call(payload: dict[str, Any], request: Request) -> tuple[str, str 
     )
 
 
-def _verified_tenant(request: Request, body: bytes) -> str | None:
-    """The tenant whose Retell key verifies `X-Retell-Signature` (None without tenants); 401 if no key
-    does, or the signature is more than 300 s old."""
+def _signature(request: Request) -> Signature:
+    """`X-Retell-Signature`, to be checked over the body with each Retell key that may have made it;
+    401 at once if it is missing or not made within 5 minutes of now."""
     matched = _SIGNATURE.fullmatch(request.headers.get("x-retell-signature", "").strip())
     if matched is None:
         raise refused("X-Retell-Signature is required: v=<ms>,d=<hex HMAC-SHA256>")
     signed_at, digest = matched.groups()
-    if not fresh(int(signed_at) / 1000, time.time()):
-        raise refused("the signature was not made within the last 300 s")
+    if not fresh(int(signed_at) / 1000, time.time(), MAX_AGE_S):
+        raise refused("the signature was not made within 5 minutes of now")
     settings: Settings = request.app.state.settings
-
-    def verifies(key: str) -> bool:
-        return same(hex_hmac(key, body + signed_at.encode()), digest)
-
-    return signing_tenant(request, "Retell", settings.retell_api_keys, API_KEY, verifies)
+    keys = signing_secrets(request, "Retell", settings.retell_api_keys, API_KEY)
+    return Signature(digest, b"", signed_at.encode(), keys)

@@ -6,9 +6,11 @@ Vapi: a list of function tools (`POST /tool` bodies, or `model.tools` of an assi
 server `BASE/v1/platforms/vapi`. Retell: a list of custom tools (`general_tools` of a Retell LLM),
 each with the URL `BASE/v1/platforms/retell/functions`. ElevenLabs: a list of `POST /v1/convai/tools`
 bodies, each a webhook (server) tool posting `{conversation_id, tool, params}` to
-`BASE/v1/platforms/elevenlabs/tools`, the conversation id from the system dynamic variable. No
-credential is printed: the platform's own credential (Vapi's Bearer credential, Retell's API key, the
-ElevenLabs tool's Authorization header as a workspace secret) is set in the platform.
+`BASE/v1/platforms/elevenlabs/tools`, the conversation id from the system dynamic variable, and, with
+`--secret-id ID`, the header `Authorization` taken from that ElevenLabs workspace secret (which holds
+`Bearer KEY`, the tenant's settled API key): required where settled has API keys, or every tool call
+would be refused 401. No credential is printed: the platform's own credential (Vapi's Bearer
+credential, Retell's API key, the ElevenLabs workspace secret) is kept in the platform.
 """
 
 import argparse
@@ -130,9 +132,19 @@ def elevenlabs_body(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def elevenlabs_tools(tools: list[ToolSpec], base: str, wait_s: float) -> list[dict[str, Any]]:
+def elevenlabs_tools(
+    tools: list[ToolSpec], base: str, wait_s: float, secret_id: str | None = None
+) -> list[dict[str, Any]]:
+    """`secret_id`: the ElevenLabs workspace secret each tool sends as its `Authorization` header."""
     timeout_s = max(20, math.ceil(wait_s) + SLACK_S)  # ElevenLabs' default is 20 s
-    api_schema = {"url": base + ELEVENLABS_PATH, "method": "POST", "content_type": "application/json"}
+    api_schema: dict[str, Any] = {
+        "url": base + ELEVENLABS_PATH,
+        "method": "POST",
+        "content_type": "application/json",
+    }
+    if secret_id is not None:
+        # A header's value may name a workspace secret: ElevenLabs sends the secret's value.
+        api_schema["request_headers"] = {"Authorization": {"secret_id": secret_id}}
     return [
         {
             "tool_config": {
@@ -147,7 +159,7 @@ def elevenlabs_tools(tools: list[ToolSpec], base: str, wait_s: float) -> list[di
     ]
 
 
-PLATFORMS: dict[str, tuple[Callable[[list[ToolSpec], str, float], list[dict[str, Any]]], str]] = {
+PLATFORMS: dict[str, tuple[Callable[..., list[dict[str, Any]]], str]] = {
     "vapi": (vapi_tools, "vapi_wait_s"),
     "retell": (retell_tools, "retell_wait_s"),
     "elevenlabs": (elevenlabs_tools, "elevenlabs_wait_s"),
@@ -155,10 +167,11 @@ PLATFORMS: dict[str, tuple[Callable[[list[ToolSpec], str, float], list[dict[str,
 
 
 def definitions(
-    platform: str, kinds: list[ActionKind], base: str, settings: Settings
+    platform: str, kinds: list[ActionKind], base: str, settings: Settings, secret_id: str | None = None
 ) -> list[dict[str, Any]]:
     make, wait = PLATFORMS[platform]
-    return make(tool_set(kinds), base.rstrip("/"), getattr(settings, wait))
+    extra = {"secret_id": secret_id} if platform == "elevenlabs" else {}
+    return make(tool_set(kinds), base.rstrip("/"), getattr(settings, wait), **extra)
 
 
 def configured_kinds(settings: Settings) -> list[ActionKind]:
@@ -176,17 +189,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--url", default=DEFAULT_BASE, help=f"where the platform reaches settled's API ({DEFAULT_BASE})"
     )
+    parser.add_argument(
+        "--secret-id",
+        help="elevenlabs: the id of the workspace secret holding 'Bearer KEY' (the tenant's settled API "
+        "key), sent as each tool's Authorization header; required where SETTLED_API_KEYS is set",
+    )
     args = parser.parse_args(argv)
     parts = urlsplit(args.url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         parser.error(f"--url {args.url!r}: expected http(s)://host[:port]")
+    if args.secret_id is not None and (args.platform != "elevenlabs" or not args.secret_id.strip()):
+        parser.error("--secret-id names an ElevenLabs workspace secret: only with elevenlabs, and not empty")
     try:
         settings = Settings.from_env()
         kinds = configured_kinds(settings)
     except (SettingsError, ValueError) as error:  # a kinds file or a handler that cannot be used
         print(f"settled: {error}", file=sys.stderr)
         return 2
+    if args.platform == "elevenlabs" and settings.api_keys and args.secret_id is None:
+        print(
+            "settled: with SETTLED_API_KEYS set, every ElevenLabs tool must send 'Authorization: Bearer "
+            "KEY' (or it is refused 401): create a workspace secret holding 'Bearer <the tenant's settled "
+            "API key>' (POST /v1/convai/secrets, or the workspace's Secrets page) and pass its id with "
+            "--secret-id",
+            file=sys.stderr,
+        )
+        return 2
     if parts.hostname in ("127.0.0.1", "localhost", "::1"):
         print("settled: note: a hosted platform cannot reach a loopback address; pass --url", file=sys.stderr)
-    print(json.dumps(definitions(args.platform, kinds, args.url, settings), indent=2))
+    print(json.dumps(definitions(args.platform, kinds, args.url, settings, args.secret_id), indent=2))
     return 0

@@ -3,10 +3,12 @@ text, all of one message within `SETTLED_VAPI_WAIT_S`, in the message's order; t
 end open and close the voice channel of conversation `vapi:{call.id}`, once each.
 
 Vapi ignores any answer but a 200, so every tool call is answered 200 with its text, refusals too (an
-unknown tool, invalid params). Authentication: with API keys configured, Vapi's Bearer credential (or
-the legacy `X-Vapi-Secret`) is the tenant's settled API key; with `SETTLED_VAPI_HMAC_SECRET` set,
-every request also carries `x-timestamp` and `x-signature`, the hex HMAC-SHA256 of
-`"{x-timestamp}.{raw body}"`.
+unknown tool, invalid params). Every other message type answers 200 `{}`; the ones settled does not
+read (`conversation-update`, `speech-update`, `transcript`, …) are read and dropped whatever their
+size. Authentication: with API keys configured, Vapi's Bearer credential (or the legacy
+`X-Vapi-Secret`) is the tenant's settled API key; with `SETTLED_VAPI_HMAC_SECRET` set, every request
+also carries `x-timestamp` and `x-signature`, the hex HMAC-SHA256 of `"{x-timestamp}.{raw body}"`,
+made within 300 s of now (vapi-server-sdk has no verifier of its own to take a tolerance from).
 """
 
 import contextlib
@@ -17,14 +19,14 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
+from settled.api.edges.platforms.bodies import read_webhook
 from settled.api.edges.platforms.webhooks import (
+    Signature,
     bearer_caller,
     fresh,
-    hex_hmac,
     json_object,
     optional_secret,
     refused,
-    same,
 )
 
 from settled.business.secrets import SecretError
@@ -35,14 +37,22 @@ router = APIRouter(prefix="/v1/platforms", tags=["platforms"])
 HMAC_SECRET = "SETTLED_VAPI_HMAC_SECRET"
 # A timestamp this large is in milliseconds (seconds will not reach it before the year 5138).
 _MILLISECONDS_FROM = 10**11
+# How far from now a signature may be made.
+MAX_AGE_S = 300.0
+# The message types settled reads: tool calls, and the call's start and end.
+READS = frozenset({"tool-calls", "status-update", "end-of-call-report"})
 
 
 @router.post("/vapi", summary="Vapi's Server URL: tool calls and the call's start and end")
 async def vapi_message(request: Request) -> Any:
-    body = await request.body()
-    _check_signature(request, body)
+    signature = _signature(request)
     tenant, api_key = bearer_caller(request, "x-vapi-secret")
-    message = json_object(body).get("message")
+    webhook = await read_webhook(request, "message.type", READS, signature)
+    if signature is not None:
+        signature.signer()
+    if webhook.body is None:
+        return {}
+    message = json_object(webhook.body).get("message")
     if not isinstance(message, dict):
         raise HTTPException(400, "the body has no message object")
     call = message.get("call")
@@ -94,14 +104,16 @@ def _tool_call(entry: dict[str, Any]) -> ToolCall:
     return ToolCall(name if isinstance(name, str) else "", arguments)
 
 
-def _check_signature(request: Request, body: bytes) -> None:
+def _signature(request: Request) -> Signature | None:
+    """The HMAC credential's signature, to be checked over the body (None where no HMAC secret is
+    set); 401 at once if it is missing or not made within 300 s of now."""
     try:
         secret = optional_secret(HMAC_SECRET)
     except SecretError:
         # Set but unreadable: the check is configured, so it is never skipped.
         raise refused(f"the request cannot be checked here ({HMAC_SECRET} cannot be read)") from None
     if secret is None:
-        return
+        return None
     timestamp = request.headers.get("x-timestamp", "")
     signature = request.headers.get("x-signature", "")
     if not timestamp or not signature:
@@ -112,7 +124,6 @@ def _check_signature(request: Request, body: bytes) -> None:
         raise refused("x-timestamp is not a Unix time") from None
     if signed_at >= _MILLISECONDS_FROM:
         signed_at /= 1000
-    if not fresh(signed_at, time.time()):
+    if not fresh(signed_at, time.time(), MAX_AGE_S):
         raise refused("the signature was not made within the last 300 s")
-    if not same(hex_hmac(secret, timestamp.encode() + b"." + body), signature.strip().lower()):
-        raise refused("the signature does not match the request")
+    return Signature(signature.strip().lower(), timestamp.encode() + b".", b"", [(None, secret)])

@@ -1,12 +1,13 @@
 """What every platform webhook checks before anything else: its signature (the secret read when the
-request comes, like the business secrets; its age; its value, in constant time), then a body that is
-a JSON object."""
+request comes, like the business secrets; its age, within the tolerance of the platform's own SDK; its
+value, computed as the body streams in and compared in constant time), then a body that is a JSON
+object."""
 
 import hashlib
 import hmac
 import json
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from fastapi import HTTPException, Request
 from settled.api.access import key_tenant
@@ -17,8 +18,6 @@ from settled.runtime.config import Settings
 
 log = logging.getLogger("settled.api.edges.platforms")
 
-# A signed request older (or newer) than this is refused: a recorded request cannot be replayed later.
-MAX_AGE_S = 300.0
 # A platform sends more than an adapter does (the call, its transcript so far, the assistant's
 # settings): its routes take up to this much, whatever SETTLED_MAX_BODY_BYTES says.
 PLATFORM_PREFIX = "/v1/platforms/"
@@ -37,17 +36,43 @@ def optional_secret(name: str) -> str | None:
         raise
 
 
-def hex_hmac(key: str, message: bytes) -> str:
-    return hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
-
-
 def same(expected: str, presented: str) -> bool:
     """Compared in constant time (as bytes: a presented header may hold any character)."""
     return hmac.compare_digest(expected.encode(), presented.encode())
 
 
-def fresh(signed_at_s: float, now_s: float) -> bool:
-    return abs(now_s - signed_at_s) <= MAX_AGE_S
+def fresh(signed_at_s: float, now_s: float, max_age_s: float) -> bool:
+    """Signed within `max_age_s` of now (either way: a platform's clock may be ahead of ours), so a
+    recorded request cannot be replayed later."""
+    return abs(now_s - signed_at_s) <= max_age_s
+
+
+@dataclass
+class Signature:
+    """A request's hex HMAC-SHA256 signature, checked as its body streams in: the MAC of `prefix`, the
+    body and `suffix` under each candidate secret (one per tenant that could have signed it)."""
+
+    presented: str
+    prefix: bytes
+    suffix: bytes
+    candidates: list[tuple[str | None, str]]
+    _macs: list["hmac.HMAC"] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._macs = [hmac.new(secret.encode(), self.prefix, hashlib.sha256) for _, secret in self.candidates]
+
+    def update(self, chunk: bytes) -> None:
+        for mac in self._macs:
+            mac.update(chunk)
+
+    def signer(self) -> str | None:
+        """The tenant whose secret made the signature (None without tenants), once the whole body was
+        read; 401 if none did."""
+        for (tenant, _), mac in zip(self.candidates, self._macs, strict=True):
+            mac.update(self.suffix)
+            if same(mac.hexdigest(), self.presented):
+                return tenant
+        raise refused("the signature does not match the request")
 
 
 def refused(message: str) -> HTTPException:
@@ -70,30 +95,29 @@ def json_object(body: bytes) -> dict[str, object]:
     return value
 
 
-def signing_tenant(
-    request: Request, platform: str, variables: dict[str, str], variable: str, verifies: Callable[[str], bool]
-) -> str | None:
-    """The tenant whose platform secret `verifies` the request: without tenants, the secret in
-    `variable` (the tenant None); with tenants, each tenant's in the variable `variables` names for it.
-    401 when none does. A secret that is set but cannot be read is skipped (logged, naming the
-    variable): that tenant's requests are refused until it is fixed."""
+def signing_secrets(
+    request: Request, platform: str, variables: dict[str, str], variable: str
+) -> list[tuple[str | None, str]]:
+    """(tenant, secret) of each platform secret that may have signed the request: without tenants, the
+    secret in `variable` (the tenant None); with tenants, each tenant's in the variable `variables`
+    names for it. 401 when none is set, before the body is read. A secret that is set but cannot be
+    read is skipped (logged, naming the variable): that tenant's requests are refused until it is
+    fixed."""
     settings: Settings = request.app.state.settings
-    candidates = list(variables.items()) if settings.multi_tenant else [(None, variable)]
-    checked = 0
-    for tenant, name in candidates:
+    names = list(variables.items()) if settings.multi_tenant else [(None, variable)]
+    secrets = []
+    for tenant, name in names:
         try:
             secret = optional_secret(name)
         except SecretError:
             continue
-        if secret is None:
-            continue
-        checked += 1
-        if verifies(secret):
-            return tenant
-    if not checked:
-        names = ", ".join(name for _, name in candidates) or "none is configured"
-        log.warning("a %s request came and no secret is set to verify it (%s)", platform, names)
-    raise refused("the signature does not match the request")
+        if secret is not None:
+            secrets.append((tenant, secret))
+    if not secrets:
+        listed = ", ".join(name for _, name in names) or "none is configured"
+        log.warning("a %s request came and no secret is set to verify it (%s)", platform, listed)
+        raise refused("the signature does not match the request")
+    return secrets
 
 
 def tenant_api_key(request: Request, tenant: str | None) -> str | None:
