@@ -11,7 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 from settled.gateway.gateway import Gateway, GatewayError, connect
-from temporalio.client import WorkflowHistory
+from settled.gateway.preflight import refusal, search_attribute_checks
+from temporalio.client import WorkflowExecution, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from settled.domain.kinds import load_kinds
@@ -71,6 +72,31 @@ def _print_status(status: ActionStatus, as_json: bool) -> None:
         console.print(log)
 
 
+def _row(execution: WorkflowExecution, tenant: str | None) -> dict[str, Any]:
+    attributes = execution.typed_search_attributes
+    return {
+        "workflow_id": execution.id,
+        "operation_id": execution.id.split(":", 1)[1].removeprefix(f"{tenant}:" if tenant else ""),
+        "conversation_id": attributes.get(visibility.CONVERSATION),
+        "kind": attributes.get(visibility.KIND),
+        "state": attributes.get(visibility.STATE),
+        "needs_attention": attributes.get(visibility.NEEDS_ATTENTION),
+        "started_at": execution.start_time.isoformat(),
+        "open": execution.close_time is None,
+    }
+
+
+async def _unsearchable(gateway: Gateway, error: RPCError) -> None:
+    """A query of settled's own that the server refuses names an attribute the namespace lacks (or
+    has with another type): say which, and the command that registers it, as `settled doctor` does."""
+    line = refusal(await search_attribute_checks(gateway.client, gateway.client.namespace))
+    if line is not None:
+        raise GatewayError(
+            "temporal_error",
+            f"the server refused the search ({error.message}): {line} (settled doctor checks it all)",
+        ) from None
+
+
 async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
     if args.state and args.state not in {state.value for state in State}:
         raise GatewayError(
@@ -78,22 +104,13 @@ async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
         )
     query = list_query(args.tenant, args.conversation, args.state, args.kind)
     rows: list[dict[str, Any]] = []
-    async for execution in gateway.client.list_workflows(query):
-        attributes = execution.typed_search_attributes
-        rows.append(
-            {
-                "workflow_id": execution.id,
-                "operation_id": execution.id.split(":", 1)[1].removeprefix(
-                    f"{args.tenant}:" if args.tenant else ""
-                ),
-                "conversation_id": attributes.get(visibility.CONVERSATION),
-                "kind": attributes.get(visibility.KIND),
-                "state": attributes.get(visibility.STATE),
-                "needs_attention": attributes.get(visibility.NEEDS_ATTENTION),
-                "started_at": execution.start_time.isoformat(),
-                "open": execution.close_time is None,
-            }
-        )
+    try:
+        async for execution in gateway.client.list_workflows(query):
+            rows.append(_row(execution, args.tenant))
+    except RPCError as error:
+        if error.status is RPCStatusCode.INVALID_ARGUMENT:
+            await _unsearchable(gateway, error)
+        raise
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
