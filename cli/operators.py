@@ -22,7 +22,15 @@ from settled.runtime.config import Settings
 from settled.temporal import visibility
 from settled.temporal.identity import action_workflow_id
 
-console = Console()
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # Not rich's own exit 1: the entry point ends every command alike, as SIGPIPE ends a Unix tool.
+        self.quiet = True
+        raise BrokenPipeError
+
+
+console = _Console()
 OPERATOR_WAIT_S = 10.0
 
 

@@ -20,6 +20,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+    def _format_action(self, action: argparse.Action) -> str:
+        text = super()._format_action(action)
+        if isinstance(action, argparse._SubParsersAction):
+            text = text.split("\n", 1)[1]  # the commands, without their metavar's line above them
+        return text
+
+
 class Parser(argparse.ArgumentParser):
     """An argparse parser whose help shows defaults and whose usage errors begin `settled:`."""
 

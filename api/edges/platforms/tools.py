@@ -11,7 +11,6 @@ credential is printed: the platform's own credential (Vapi's Bearer credential, 
 ElevenLabs tool's Authorization header as a workspace secret) is set in the platform.
 """
 
-import argparse
 import json
 import math
 import sys
@@ -21,6 +20,7 @@ from urllib.parse import urlsplit
 
 from settled.adapters.common import ActionKind, ToolSpec, tool_set
 
+from settled.runtime.commandline import Parser
 from settled.runtime.config import Settings, SettingsError
 
 VAPI_PATH = "/v1/platforms/vapi"
@@ -171,11 +171,9 @@ def configured_kinds(settings: Settings) -> list[ActionKind]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="settled platform-tools", description=__doc__.split("\n")[0])
-    parser.add_argument("platform", choices=sorted(PLATFORMS))
-    parser.add_argument(
-        "--url", default=DEFAULT_BASE, help=f"where the platform reaches settled's API ({DEFAULT_BASE})"
-    )
+    parser = Parser(prog="settled platform-tools", description=__doc__.split("\n")[0])
+    parser.add_argument("platform", choices=sorted(PLATFORMS), help="the platform whose tools to print")
+    parser.add_argument("--url", default=DEFAULT_BASE, help="where the platform reaches settled's API")
     args = parser.parse_args(argv)
     parts = urlsplit(args.url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
