@@ -19,7 +19,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
             return text
         return f"{text} (default: %(default)s)"
 
-
     def _format_action(self, action: argparse.Action) -> str:
         text = super()._format_action(action)
         if isinstance(action, argparse._SubParsersAction):
