@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import ipaddress
+import math
 import os
 import signal
 import sys
@@ -23,6 +24,16 @@ def _bind_address(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an IP address: use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
         ) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def _command(sub: argparse._SubParsersAction, name: str, text: str) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -141,7 +152,7 @@ def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     replay.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long the replay of one history may take before it is reported stuck (exit 1)",
