@@ -11,13 +11,14 @@ from settled.bench.measures import Sizes
 from settled.bench.report import markdown, rich_tables
 from settled.bench.runner import STEPS, run_bench
 
+from settled.runtime.commandline import Parser
 from settled.runtime.stack import SQLITE_PRAGMAS
 
 
 def probe_count(argv: list[str] | None, prog: str, description: str | None, default: int, help: str) -> int:
     """The one argument of a probe (`python -m settled.bench.records N`, `…timeline N`): how many of
     each to run, at least 1."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = Parser(prog=prog, description=description)
     parser.add_argument("n", nargs="?", type=int, default=default, help=help)
     n: int = parser.parse_args(argv).n
     if n < 1:
@@ -43,7 +44,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="settled bench", description=__doc__)
+    parser = Parser(prog="settled bench", description=__doc__)
     parser.add_argument("--tiny", action="store_true", help="a few samples each: proves it works (CI)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where results.json goes")
     parser.add_argument("--throughput-s", type=float, help="seconds of the sustained-throughput run")

@@ -3,11 +3,16 @@
 import argparse
 import asyncio
 import ipaddress
+import math
 import os
+import signal
 import sys
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
+from typing import NoReturn
 
+from settled.runtime.commandline import Parser
 from settled.runtime.config import SettingsError, unknown_variables
 
 
@@ -21,23 +26,62 @@ def _bind_address(text: str) -> str:
         ) from None
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _command(sub: argparse._SubParsersAction, name: str, text: str) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+
+
 def _parts(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    dev = sub.add_parser("dev", help="start the Temporal dev server, worker, API and sandbox on loopback")
-    dev.add_argument("--data-dir", type=Path, default=Path(".settled"))
-    dev.add_argument("--config", type=Path, default=None, help="the kinds file (default: the sandbox kinds)")
-    dev.add_argument("--api-port", type=int, default=8000)
-    dev.add_argument("--temporal-port", type=int, default=7233)
-    dev.add_argument("--ui-port", type=int, default=8233)
-    dev.add_argument("--sandbox-port", type=int, default=8100)
-    dev.add_argument("--worker-metrics-port", type=int, default=9464, help="the worker's Prometheus metrics")
-    dev.add_argument("--no-sandbox", action="store_true")
+    dev = _command(sub, "dev", "start the Temporal dev server, worker, API and sandbox on loopback")
+    dev.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        default=Path(".settled"),
+        help="where Temporal's data and the logs live",
+    )
+    dev.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="the kinds file (default: SETTLED_CONFIG, else the sandbox kinds)",
+    )
+    dev.add_argument("--api-port", type=int, metavar="PORT", default=8000, help="the channel API's port")
+    dev.add_argument(
+        "--temporal-port", type=int, metavar="PORT", default=7233, help="the Temporal dev server's gRPC port"
+    )
+    dev.add_argument("--ui-port", type=int, metavar="PORT", default=8233, help="the Temporal Web UI's port")
+    dev.add_argument(
+        "--sandbox-port", type=int, metavar="PORT", default=8100, help="the sandbox business services' port"
+    )
+    dev.add_argument(
+        "--worker-metrics-port",
+        type=int,
+        metavar="PORT",
+        default=9464,
+        help="the worker's Prometheus metrics",
+    )
+    dev.add_argument(
+        "--no-sandbox", action="store_true", help="start no sandbox services (your kinds call your services)"
+    )
 
-    server = sub.add_parser("server", help="the Temporal dev server alone")
-    server.add_argument("--data-dir", type=Path, default=Path(".settled"))
-    server.add_argument("--temporal-port", type=int, default=7233)
-    server.add_argument("--ui-port", type=int, default=8233)
+    server = _command(sub, "server", "the Temporal dev server alone")
+    server.add_argument(
+        "--data-dir", type=Path, metavar="DIR", default=Path(".settled"), help="where Temporal's data lives"
+    )
+    server.add_argument("--temporal-port", type=int, metavar="PORT", default=7233, help="the gRPC port")
+    server.add_argument("--ui-port", type=int, metavar="PORT", default=8233, help="the Web UI's port")
 
-    worker = sub.add_parser("worker", help="the worker alone")
+    worker = _command(sub, "worker", "the worker alone (needs SETTLED_CONFIG)")
     worker.add_argument(
         "--kinds",
         default=None,
@@ -49,26 +93,39 @@ def _parts(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="leave the workflow task queue to other workers: serve only the kinds' queues",
     )
-    api = sub.add_parser("api", help="the channel API alone")
-    api.add_argument("--api-port", type=int, default=8000)
+    api = _command(sub, "api", "the channel API alone (needs SETTLED_CONFIG)")
+    api.add_argument("--api-port", type=int, metavar="PORT", default=8000, help="the port to listen on")
     # Loopback by default; a container needs 0.0.0.0 for its published port to reach the API.
-    api.add_argument("--host", type=_bind_address, default="127.0.0.1", help="the address to listen on")
-    sandbox = sub.add_parser("sandbox", help="the sandbox business services alone")
-    sandbox.add_argument("--sandbox-port", type=int, default=8100)
-    sandbox.add_argument("--data-dir", type=Path, default=Path(".settled"))
+    api.add_argument(
+        "--host",
+        type=_bind_address,
+        default="127.0.0.1",
+        help="the IP address to listen on (0.0.0.0: every interface, as in a container)",
+    )
+    sandbox = _command(sub, "sandbox", "the sandbox business services alone")
+    sandbox.add_argument(
+        "--sandbox-port", type=int, metavar="PORT", default=8100, help="the port to listen on"
+    )
+    sandbox.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        default=Path(".settled"),
+        help="where the services' records live",
+    )
 
 
 def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     def add(name: str, help: str) -> argparse.ArgumentParser:
-        parser = sub.add_parser(name, help=help)
+        parser = _command(sub, name, help)
         parser.add_argument("--json", action="store_true", help="JSON instead of a table")
         parser.add_argument("--tenant", default=None, help="the tenant, when API keys are configured")
         return parser
 
     listing = add("list", help="find actions (Temporal visibility)")
-    listing.add_argument("--conversation")
-    listing.add_argument("--state")
-    listing.add_argument("--kind")
+    listing.add_argument("--conversation", metavar="ID", help="only this conversation's actions")
+    listing.add_argument("--state", help="only actions in this state (requested, running, unknown, ...)")
+    listing.add_argument("--kind", help="only actions of this kind")
     for name, text in (
         ("status", "an action's full record"),
         ("authorize", "authorize an action"),
@@ -76,17 +133,48 @@ def _operators(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         ("reconcile", "look an action up in the business system now"),
         ("export-history", "the workflow history of an action, as JSON"),
     ):
-        add(name, text).add_argument("operation_id")
-    doctor = sub.add_parser(
-        "doctor", help="check that settled can run on its Temporal (the checks the worker and the API make)"
+        add(name, text).add_argument("operation_id", help="the action's operation id")
+    doctor = _command(
+        sub, "doctor", "check that settled can run on its Temporal (the checks the worker and the API make)"
     )
     doctor.add_argument("--json", action="store_true", help="JSON instead of text")
     replay = add("replay", help="replay workflow histories against the current code")
-    replay.add_argument("operation_ids", nargs="*")
+    replay.add_argument(
+        "operation_ids", nargs="*", metavar="ID", help="the actions whose histories to replay"
+    )
     replay.add_argument("--query", help="a visibility query selecting workflows to replay")
     replay.add_argument(
-        "--file", action="append", type=Path, default=[], help="an exported history JSON file"
+        "--file",
+        action="append",
+        type=Path,
+        default=[],
+        help="an exported history JSON file (repeatable; needs no server)",
     )
+    replay.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long the replay of one history may take before it is reported stuck (exit 1)",
+    )
+
+
+DESCRIPTION = """\
+settled keeps each consequential action of a voice or chat assistant (a refund, a booking) in
+explicit, verified state on Temporal: requested, running, unknown, confirmed, failed or cancelled.
+Only the business system's answer makes an action confirmed.
+
+Try it: `settled dev` runs everything on this machine (Temporal, the worker, the API and sandbox
+business services) and prints where each listens; the API's own docs are at its /docs."""
+
+EPILOG = """\
+In production each part runs alone (worker, api; server for a local Temporal). Every command reads
+its configuration from the environment: SETTLED_CONFIG (the kinds file), SETTLED_TEMPORAL_ADDRESS and
+SETTLED_NAMESPACE or Temporal's own TEMPORAL_* variables, SETTLED_API_KEYS. `settled doctor` checks
+that the Temporal they name is ready for settled.
+
+`settled COMMAND --help` shows a command's flags. Exit status: 0 done, 1 failed, 2 bad usage or
+configuration. The full reference is docs/reference.md in settled's repository."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -94,18 +182,17 @@ def parser() -> argparse.ArgumentParser:
     # rich load when the drill runs).
     from settled.drill.plan import add_arguments as add_drill_arguments
 
-    root = argparse.ArgumentParser(prog="settled", description=__doc__)
-    sub = root.add_subparsers(dest="command", required=True)
+    root = Parser(prog="settled", description=DESCRIPTION, epilog=EPILOG)
+    root.add_argument("--version", action="version", version=f"settled {version('settled')}")
+    sub = root.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     _parts(sub)
     _operators(sub)
-    check = sub.add_parser(
-        "check-kinds", help="validate a kinds file offline and print the requests each kind would send"
+    check = _command(
+        sub, "check-kinds", "validate a kinds file offline and print the requests each kind would send"
     )
     check.add_argument("file", nargs="?", type=Path, help="the kinds file (default: SETTLED_CONFIG)")
     check.add_argument("--json", action="store_true", help="JSON instead of text")
-    add_drill_arguments(
-        sub.add_parser("drill", help="cut a task at every dangerous moment; compare two agents")
-    )
+    add_drill_arguments(_command(sub, "drill", "cut a task at every dangerous moment; compare two agents"))
     for name, text in TOOLS.items():  # their own parsers read the rest of the line
         sub.add_parser(name, help=text, add_help=False).add_argument("rest", nargs=argparse.REMAINDER)
     return root
@@ -157,7 +244,12 @@ SERVER_MODULES = ("temporalio", "fastapi", "uvicorn", "jsonschema", "rich", "sse
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        _main(argv)
+        try:
+            _main(argv)
+        finally:
+            sys.stdout.flush()  # a reader gone is found here, not in the interpreter's own exit
+    except BrokenPipeError:
+        _reader_gone()
     except ModuleNotFoundError as error:
         if error.name and error.name.split(".")[0] in SERVER_MODULES:
             # The light install (the client and the adapters) has no server parts.
@@ -168,6 +260,16 @@ def main(argv: list[str] | None = None) -> None:
             )
             sys.exit(2)
         raise
+
+
+def _reader_gone() -> NoReturn:
+    """The reader of our output stopped early (`| head`): end as a Unix tool does, killed by SIGPIPE,
+    quietly. Python ignores SIGPIPE and raises instead; the default action comes back for this end."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush into the closed pipe
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(128 + signal.SIGPIPE)
 
 
 def _check_kinds(args: argparse.Namespace) -> int:
@@ -223,7 +325,11 @@ def _main(argv: list[str] | None = None) -> None:
     line = sys.argv[1:] if argv is None else argv
     if line and line[0] in TOOLS:
         sys.exit(_run_tool(line[0], line[1:]))
-    args = parser().parse_args(argv)
+    root = parser()
+    args = root.parse_args(argv)
+    if args.command is None:
+        root.print_help(sys.stderr)
+        sys.exit(2)
     try:
         if args.command in ("dev", "server", "worker", "api", "sandbox"):
             for warning in unknown_variables():

@@ -6,25 +6,31 @@ A table by default, JSON with `--json`; the exit code is non-zero on any failure
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from settled.gateway.gateway import Gateway, GatewayError, connect
-from temporalio.client import WorkflowHistory
+from settled.gateway.preflight import refusal, search_attribute_checks
+from temporalio.client import WorkflowExecution, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Replayer
 
 from settled.domain.kinds import load_kinds
 from settled.domain.models import ActionStatus
 from settled.domain.states import State
 from settled.runtime.config import Settings
 from settled.temporal import visibility
-from settled.temporal.codec import data_converter
 from settled.temporal.identity import action_workflow_id
 
-console = Console()
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # Not rich's own exit 1: the entry point ends every command alike, as SIGPIPE ends a Unix tool.
+        self.quiet = True
+        raise BrokenPipeError
+
+
+console = _Console()
 OPERATOR_WAIT_S = 10.0
 
 
@@ -70,6 +76,31 @@ def _print_status(status: ActionStatus, as_json: bool) -> None:
         console.print(log)
 
 
+def _row(execution: WorkflowExecution, tenant: str | None) -> dict[str, Any]:
+    attributes = execution.typed_search_attributes
+    return {
+        "workflow_id": execution.id,
+        "operation_id": execution.id.split(":", 1)[1].removeprefix(f"{tenant}:" if tenant else ""),
+        "conversation_id": attributes.get(visibility.CONVERSATION),
+        "kind": attributes.get(visibility.KIND),
+        "state": attributes.get(visibility.STATE),
+        "needs_attention": attributes.get(visibility.NEEDS_ATTENTION),
+        "started_at": execution.start_time.isoformat(),
+        "open": execution.close_time is None,
+    }
+
+
+async def _unsearchable(gateway: Gateway, error: RPCError) -> None:
+    """A query of settled's own that the server refuses names an attribute the namespace lacks (or
+    has with another type): say which, and the command that registers it, as `settled doctor` does."""
+    line = refusal(await search_attribute_checks(gateway.client, gateway.client.namespace))
+    if line is not None:
+        raise GatewayError(
+            "temporal_error",
+            f"the server refused the search ({error.message}): {line} (settled doctor checks it all)",
+        ) from None
+
+
 async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
     if args.state and args.state not in {state.value for state in State}:
         raise GatewayError(
@@ -77,22 +108,13 @@ async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
         )
     query = list_query(args.tenant, args.conversation, args.state, args.kind)
     rows: list[dict[str, Any]] = []
-    async for execution in gateway.client.list_workflows(query):
-        attributes = execution.typed_search_attributes
-        rows.append(
-            {
-                "workflow_id": execution.id,
-                "operation_id": execution.id.split(":", 1)[1].removeprefix(
-                    f"{args.tenant}:" if args.tenant else ""
-                ),
-                "conversation_id": attributes.get(visibility.CONVERSATION),
-                "kind": attributes.get(visibility.KIND),
-                "state": attributes.get(visibility.STATE),
-                "needs_attention": attributes.get(visibility.NEEDS_ATTENTION),
-                "started_at": execution.start_time.isoformat(),
-                "open": execution.close_time is None,
-            }
-        )
+    try:
+        async for execution in gateway.client.list_workflows(query):
+            rows.append(_row(execution, args.tenant))
+    except RPCError as error:
+        if error.status is RPCStatusCode.INVALID_ARGUMENT:
+            await _unsearchable(gateway, error)
+        raise
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -121,70 +143,10 @@ async def _history(gateway: Gateway, tenant: str | None, operation_id: str) -> W
         raise
 
 
-def _history_file(path: Path) -> WorkflowHistory:
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise GatewayError("invalid_request", f"--file {path}: {error.strerror}") from None
-    try:
-        return WorkflowHistory.from_json(path.stem, text)
-    except Exception:  # the parser's errors range from JSON syntax to protobuf fields
-        raise GatewayError(
-            "invalid_request",
-            f"--file {path}: not a workflow history (export one with settled export-history)",
-        ) from None
-
-
 async def _export(gateway: Gateway, args: argparse.Namespace) -> int:
     history = await _history(gateway, args.tenant, args.operation_id)
     print(history.to_json())
     return 0
-
-
-async def _replay(gateway: Gateway | None, args: argparse.Namespace, settings: Settings) -> int:
-    from settled.workflows.hosting import WORKFLOWS, workflow_runner
-
-    histories: list[WorkflowHistory] = []
-    for path in args.file:
-        histories.append(_history_file(Path(path)))
-    if gateway is not None:
-        for operation_id in args.operation_ids:
-            histories.append(await _history(gateway, args.tenant, operation_id))
-        if args.query:
-            try:
-                async for history in gateway.client.list_workflows(args.query).map_histories():
-                    histories.append(history)
-            except RPCError as error:
-                if error.status is RPCStatusCode.INVALID_ARGUMENT:
-                    raise GatewayError("invalid_request", f"--query: {error.message}") from None
-                raise
-    if not histories:
-        raise GatewayError("invalid_request", "nothing to replay: give operation ids, --query or --file")
-    replayer = Replayer(
-        workflows=WORKFLOWS,
-        data_converter=data_converter(settings.encryption_keys),
-        workflow_runner=workflow_runner(sandboxed=True),
-    )
-    failures: list[dict[str, str]] = []
-    async with replayer.workflow_replay_iterator(_aiter(histories)) as results:
-        async for result in results:
-            if result.replay_failure is not None:
-                failures.append(
-                    {"workflow_id": result.history.workflow_id, "error": str(result.replay_failure)}
-                )
-    summary = {"replayed": len(histories), "failed": len(failures), "failures": failures}
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        console.print(f"replayed {len(histories)} histories, {len(failures)} non-deterministic")
-        for failure in failures:
-            console.print(f"[red]{failure['workflow_id']}[/red]: {failure['error']}")
-    return 1 if failures else 0
-
-
-async def _aiter(items: list[WorkflowHistory]):  # type: ignore[no-untyped-def]
-    for item in items:
-        yield item
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -197,7 +159,11 @@ async def run(args: argparse.Namespace) -> int:
                 await connect(settings), load_kinds(settings.config_path, settings.sandbox_url), settings
             )
         if args.command == "replay":
-            return await _replay(gateway, args, settings)
+            from settled.cli import replay
+
+            return await replay.run(
+                gateway, args, settings, lambda operation_id: _history(gateway, args.tenant, operation_id)
+            )
         assert gateway is not None
         if args.command == "list":
             return await _list(gateway, args)

@@ -137,7 +137,7 @@ def worker(args: argparse.Namespace) -> None:
         served_kinds = [spec for spec in kinds if spec.name in names]
         main(settings, served_kinds, handlers, workflows=not args.no_workflows)
     except Refused as refused:
-        _leave(f"settled worker: {refused}", 2)
+        _leave(f"settled: worker: {refused}", 2)
 
 
 def api(args: argparse.Namespace) -> None:
@@ -155,7 +155,7 @@ def api(args: argparse.Namespace) -> None:
         # Checked before serving; a Temporal not up yet is no refusal (the API connects when asked).
         _, notes = asyncio.run(ready(settings, unreachable_ok=True))
     except Refused as refused:
-        _leave(f"settled api: {refused}", 2)
+        _leave(f"settled: api: {refused}", 2)
     for note in notes:
         print(f"settled api: note: {note}", file=sys.stderr, flush=True)
     configure_logs("api")

@@ -12,13 +12,14 @@ from collections.abc import Callable
 
 from settled.api.page.links import mint_link
 
+from settled.runtime.commandline import Parser
 from settled.runtime.config import Settings, SettingsError
 from settled.tokens import CONVERSATION_TOKEN_MAX_TTL_S, mint_conversation_token, signing_key
 
 
 def _parser(prog: str, description: str, *, tenant_required: bool) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("conversation_id")
+    parser = Parser(prog=prog, description=description)
+    parser.add_argument("conversation_id", help="the conversation to sign for")
     parser.add_argument(
         "--tenant", required=tenant_required, help="the tenant whose API key signs (needed with API keys)"
     )
@@ -29,7 +30,7 @@ def _printed(make: Callable[[Settings], str]) -> int:
     try:
         print(make(Settings.from_env()))
     except (SettingsError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"settled: {error}", file=sys.stderr)
         return 2
     return 0
 
@@ -67,7 +68,7 @@ def token(argv: list[str] | None = None) -> int:
         "--ttl",
         type=float,
         default=3600,
-        help=f"seconds until the token expires (default 3600, at most {CONVERSATION_TOKEN_MAX_TTL_S})",
+        help=f"seconds until the token expires (at most {CONVERSATION_TOKEN_MAX_TTL_S})",
     )
     args = parser.parse_args(argv)
     return _printed(lambda settings: _token(settings, args.conversation_id, args.tenant, args.ttl))

@@ -49,25 +49,65 @@ def _type_name(value: int) -> str:
     return IndexedValueType.Name(value).removeprefix("INDEXED_VALUE_TYPE_").title().replace("_", "")
 
 
-async def _namespace(client: Client, namespace: str) -> tuple[Check, Any]:
+def namespace_fixes(namespace: str, mtls: bool) -> dict[str, str]:
+    """The commands that create settled's namespace with its search attributes: on Temporal Cloud for
+    the credentials settled is given (a client certificate: mTLS, whose namespace needs the CA that
+    signed it; else an API key, which tcld's default, mTLS, would refuse without a CA)."""
+    declared = visibility.declared()
+    temporal = " ".join(f"--name {name} --type {kind}" for name, kind in declared.items())
+    tcld = " ".join(f'--search-attribute "{name}={kind}"' for name, kind in declared.items())
+    auth = "--auth-method mtls --ca-certificate-file CA.pem" if mtls else "--auth-method api_key"
+    return {
+        "self-hosted": f"temporal operator namespace create --namespace {namespace} "
+        f"--retention {RETENTION_DAYS}d && temporal operator search-attribute create "
+        f"--namespace {namespace} {temporal}",
+        "Temporal Cloud": f"tcld namespace create --namespace {_cloud_name(namespace)} --region REGION "
+        f"--retention-days {RETENTION_DAYS} {auth} {tcld}",
+    }
+
+
+def attribute_fixes(namespace: str, missing: dict[str, str], mistyped: dict[str, str]) -> dict[str, str]:
+    """The commands that register the `missing` attributes ({name: type}) and re-create the
+    `mistyped` ones with settled's type: Temporal cannot change a search attribute's type in place.
+    Self-hosted, the attribute is removed and created again; on Temporal Cloud the mistyped one is
+    renamed out of the way (its old values keep the new name) and settled's added."""
+    wanted = {**mistyped, **missing}
+    temporal = [
+        *(
+            f"temporal operator search-attribute remove --namespace {namespace} --name {name} --yes"
+            for name in mistyped
+        ),
+        f"temporal operator search-attribute create --namespace {namespace} "
+        + " ".join(f"--name {name} --type {kind}" for name, kind in wanted.items()),
+    ]
+    tcld = [
+        *(
+            f"tcld namespace search-attributes rename --namespace {namespace} --existing-name {name} "
+            f"--new-name {name}Old"
+            for name in mistyped
+        ),
+        f"tcld namespace search-attributes add --namespace {namespace} "
+        + " ".join(f'--search-attribute "{name}={kind}"' for name, kind in wanted.items()),
+    ]
+    return {"self-hosted": " && ".join(temporal), "Temporal Cloud": " && ".join(tcld)}
+
+
+async def _namespace(client: Client, settings: Settings) -> tuple[Check, Any]:
+    namespace = settings.namespace
     try:
         described = await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=namespace)
         )
     except RPCError as error:
         if error.status is RPCStatusCode.NOT_FOUND:
-            fix = {
-                "self-hosted": f"temporal operator namespace create --namespace {namespace} "
-                f"--retention {RETENTION_DAYS}d",
-                "Temporal Cloud": f"tcld namespace create --namespace {_cloud_name(namespace)} "
-                f"--region REGION --retention-days {RETENTION_DAYS}",
-            }
+            mtls = bool(settings.temporal.described()["client_certificate"])
+            fix = namespace_fixes(namespace, mtls)
             return Check("namespace", "failed", f"namespace {namespace!r} does not exist", fix), None
         return Check("namespace", "failed", f"cannot describe namespace {namespace!r}: {error.message}"), None
     return Check("namespace", "ok", f"namespace {namespace!r} exists"), described
 
 
-async def _search_attributes(client: Client, namespace: str) -> list[Check]:
+async def search_attribute_checks(client: Client, namespace: str) -> list[Check]:
     try:
         listed = await client.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace=namespace)
@@ -83,7 +123,9 @@ async def _search_attributes(client: Client, namespace: str) -> list[Check]:
         ]
     registered = {name: _type_name(kind) for name, kind in listed.custom_attributes.items()}
     registered.update({name: _type_name(kind) for name, kind in listed.system_attributes.items()})
-    checks, missing = [], {}
+    checks: list[Check] = []
+    missing: dict[str, str] = {}
+    mistyped: dict[str, str] = {}
     for name, wanted in visibility.declared().items():
         label = f"search attribute {name} ({wanted})"
         found = registered.get(name)
@@ -93,21 +135,21 @@ async def _search_attributes(client: Client, namespace: str) -> list[Check]:
             missing[name] = wanted
             checks.append(Check(label, "failed", f"{name} is not registered on namespace {namespace!r}"))
         else:
+            mistyped[name] = wanted
             checks.append(
                 Check(
                     label,
                     "failed",
-                    f"{name} is registered as {found}, settled needs {wanted}; a search attribute's type "
-                    "cannot change: use a namespace where the name is free",
+                    f"{name} is registered as {found}, settled needs {wanted}; Temporal cannot change a "
+                    "search attribute's type in place: remove it and create it again (self-hosted, SQL "
+                    "visibility) or rename it out of the way (Temporal Cloud), as the fix does; where "
+                    "other workflows use the name, give settled a namespace of its own (SETTLED_NAMESPACE); "
+                    "Elasticsearch visibility keeps a field's first type for every namespace: there the "
+                    "name must be free in the cluster",
                 )
             )
-    if missing:
-        temporal = " ".join(f"--name {name} --type {kind}" for name, kind in missing.items())
-        tcld = " ".join(f'--search-attribute "{name}={kind}"' for name, kind in missing.items())
-        fix = {
-            "self-hosted": f"temporal operator search-attribute create --namespace {namespace} {temporal}",
-            "Temporal Cloud": f"tcld namespace search-attributes add --namespace {namespace} {tcld}",
-        }
+    if missing or mistyped:
+        fix = attribute_fixes(namespace, missing, mistyped)
         checks = [
             Check(check.name, check.verdict, check.detail, fix if check.verdict == "failed" else {})
             for check in checks
@@ -147,12 +189,12 @@ def _features(described: Any) -> list[Check]:
 
 async def checks_on(client: Client, settings: Settings) -> list[Check]:
     """Every check after the connection, on a connected client."""
-    namespace, described = await _namespace(client, settings.namespace)
+    namespace, described = await _namespace(client, settings)
     if described is None:
         return [namespace]
     return [
         namespace,
-        *await _search_attributes(client, settings.namespace),
+        *await search_attribute_checks(client, settings.namespace),
         *_features(described),
     ]
 
@@ -177,17 +219,26 @@ async def preflight(settings: Settings, client: Client | None = None) -> tuple[C
     return client, [_connected(settings), *await checks_on(client, settings)]
 
 
+def fixes(checks: list[Check]) -> list[dict[str, Any]]:
+    """Each distinct fix of the checks that did not pass, once, with the checks it fixes: one command
+    often fixes several (every missing search attribute at once)."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for check in checks:
+        if check.verdict != "ok":
+            for where, command in check.fix.items():
+                found.setdefault((where, command), []).append(check.name)
+    return [
+        {"where": where, "command": command, "checks": names} for (where, command), names in found.items()
+    ]
+
+
 def refusal(checks: list[Check]) -> str | None:
     """One line naming every failed check and its fixes; None when nothing failed."""
     failed = [check for check in checks if check.verdict == "failed"]
     if not failed:
         return None
     details = "; ".join(check.detail for check in failed)
-    fixes: dict[str, str] = {}
-    for check in failed:
-        for where, command in check.fix.items():
-            fixes.setdefault(command, where)
-    said = "".join(f"; fix ({where}): {command}" for command, where in fixes.items())
+    said = "".join(f"; fix ({fix['where']}): {fix['command']}" for fix in fixes(failed))
     return f"{details}{said}"
 
 

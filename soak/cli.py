@@ -1,18 +1,19 @@
 """`settled soak`: soak a stack of its own and check every answer; exits 1 on any violation."""
 
-import argparse
 import json
 from pathlib import Path
 
 from settled.soak.run import SoakConfig, run_soak, summary
 
+from settled.runtime.commandline import Parser
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="settled soak", description=__doc__)
+    parser = Parser(prog="settled soak", description=__doc__)
     parser.add_argument("--actions", type=int, default=100, help="actions in all (default 100)")
     parser.add_argument("--concurrency", type=int, default=100, help="actions live at once at most")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds over which actions run")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="the seed of the random faults and timings")
     parser.add_argument("--poll", type=float, default=1.5, help="seconds between status reads per action")
     parser.add_argument("--settle-timeout", type=float, default=90.0, help="seconds to let actions settle")
     parser.add_argument("--report", type=Path, default=Path("soak-report.json"), help="the JSON report")

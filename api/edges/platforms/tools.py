@@ -13,7 +13,6 @@ would be refused 401. No credential is printed: the platform's own credential (V
 credential, Retell's API key, the ElevenLabs workspace secret) is kept in the platform.
 """
 
-import argparse
 import json
 import math
 import sys
@@ -23,6 +22,7 @@ from urllib.parse import urlsplit
 
 from settled.adapters.common import ActionKind, ToolSpec, tool_set
 
+from settled.runtime.commandline import Parser
 from settled.runtime.config import Settings, SettingsError
 
 VAPI_PATH = "/v1/platforms/vapi"
@@ -184,11 +184,9 @@ def configured_kinds(settings: Settings) -> list[ActionKind]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="settled platform-tools", description=__doc__.split("\n")[0])
-    parser.add_argument("platform", choices=sorted(PLATFORMS))
-    parser.add_argument(
-        "--url", default=DEFAULT_BASE, help=f"where the platform reaches settled's API ({DEFAULT_BASE})"
-    )
+    parser = Parser(prog="settled platform-tools", description=__doc__.split("\n")[0])
+    parser.add_argument("platform", choices=sorted(PLATFORMS), help="the platform whose tools to print")
+    parser.add_argument("--url", default=DEFAULT_BASE, help="where the platform reaches settled's API")
     parser.add_argument(
         "--secret-id",
         help="elevenlabs: the id of the workspace secret holding 'Bearer KEY' (the tenant's settled API "
