@@ -53,6 +53,8 @@ class _Utterance:
     text: str = ""
     # Its own playback's verdict, once given: heard to its end (True) or cut (False).
     heard: bool | None = None
+    # Some of its text may be another utterance's (an adapter could not tell): it is never heard.
+    in_doubt: bool = False
     # The operation ids already recorded from it: each is recorded once, by its first verdict.
     recorded: set[str] = field(default_factory=set)
 
@@ -271,13 +273,16 @@ class SettledChannel:
         if could_carry:
             self._playing[utterance_id] = _Utterance(could_carry)
 
-    def utterance_text(self, utterance_id: str, text: str) -> None:
-        """Text of this utterance (and only of it), while it plays or after its playback ended (a
-        transcription that trails the audio): it joins the utterance's verdict, never another's."""
+    def utterance_text(self, utterance_id: str, text: str, *, in_doubt: bool = False) -> None:
+        """Text of this utterance, while it plays or after its playback ended (a transcription that
+        trails the audio): it joins this utterance's verdict, never another's. `in_doubt`: the adapter
+        cannot tell that the text is this utterance's alone; the utterance then never counts as
+        heard (what it carries is recorded as cut)."""
         utterance = self._playing.get(utterance_id) or self._ended.get(utterance_id)
         if utterance is None:
             return
         utterance.text += text
+        utterance.in_doubt = utterance.in_doubt or in_doubt
         if utterance.heard is not None:
             self._record(utterance, utterance.text.strip(), utterance.heard)
 
@@ -317,6 +322,7 @@ class SettledChannel:
         return utterance
 
     def _record(self, utterance: _Utterance, spoken: str, heard: bool) -> None:
+        heard = heard and not utterance.in_doubt
         for status in utterance.could_carry:
             if status.operation_id not in utterance.recorded and carries(spoken, status):
                 utterance.recorded.add(status.operation_id)
