@@ -51,6 +51,16 @@ class _Utterance:
     # what it says (a line generated before a result arrived cannot present that result).
     could_carry: list[ActionStatus]
     text: str = ""
+    # Its own playback's verdict, once given: heard to its end (True) or cut (False).
+    heard: bool | None = None
+    # Some of its text may be another utterance's (an adapter could not tell): it is never heard.
+    in_doubt: bool = False
+    # The operation ids already recorded from it: each is recorded once, by its first verdict.
+    recorded: set[str] = field(default_factory=set)
+
+
+# How many ended utterances are kept for their late text (a transcription that trails the audio).
+KEPT_ENDED = 32
 
 
 @dataclass
@@ -62,14 +72,21 @@ class SettledChannel:
     sent in order by one background task, so a slow or unreachable API never stalls the
     framework's audio loop; `flush()` waits for them.
 
-    What the caller heard, the one rule every adapter maps its framework's events to: a status
-    counts as presented only by an utterance that carries it (generated after the model was handed
-    that status, and containing its sentence, business reference or operation id), and only as
-    completed when the framework's playback says that utterance's audio finished playing to the
-    caller. Generation finishing is not it: audio is generated faster than it plays, and a caller
-    who hangs up or cuts in heard only part of it. A barge-in, or the end of the session, while an
-    utterance plays records it as not completed; an utterance that carries nothing records nothing.
-    Where the signal is missing, the safe side is "not completed": a repeat is better than a loss.
+    What the caller heard, the one rule every adapter maps its framework's events to: heard is
+    ordered evidence. A status counts as presented only by an utterance that carries it (generated
+    after the model was handed that status, and containing its sentence, business reference or
+    operation id), and only as completed on a signal that belongs to that utterance and comes after
+    its own playback: its audio's end on the caller's side (`utterance_ended(..., heard=True)`), or
+    the platform's report of what was spoken of it before a cut (`utterance_cut`). Generation
+    finishing is not it (audio is generated faster than it plays), nor are the caller's words, a
+    prompt, a transcription or a turn's end that arrive late, out of order or belong to another
+    utterance: an adapter passes only its own utterance's signals, and each utterance's text only
+    as its own (`utterance_text`, which may trail its playback: a late transcription still joins
+    the utterance it belongs to, never a later one). A barge-in, or the end of the session, while
+    an utterance plays records it as not completed; an utterance that carries nothing records
+    nothing; each status is recorded once per utterance, by the verdict its playback gave. Where
+    the evidence is missing or in doubt, the safe side is "not completed": a repeat is better than
+    a loss.
     """
 
     client: SettledClient
@@ -89,8 +106,9 @@ class SettledChannel:
     # (when, status): every status the model was handed, oldest first.
     _told: list[tuple[float, ActionStatus]] = field(default_factory=list, init=False)
     _playing: dict[str, _Utterance] = field(default_factory=dict, init=False)
-    # Ended utterances stay ended: a late event of one already heard must not reopen (and cut) it.
-    _ended: set[str] = field(default_factory=set, init=False)
+    # Ended utterances stay ended: a late event of one already heard must not reopen (and cut) it;
+    # the last few are kept (oldest first) so that their late text still joins them.
+    _ended: dict[str, _Utterance | None] = field(default_factory=dict, init=False)
     _closed: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -255,36 +273,60 @@ class SettledChannel:
         if could_carry:
             self._playing[utterance_id] = _Utterance(could_carry)
 
-    def utterance_text(self, utterance_id: str, text: str) -> None:
-        utterance = self._playing.get(utterance_id)
-        if utterance is not None:
-            utterance.text += text
+    def utterance_text(self, utterance_id: str, text: str, *, in_doubt: bool = False) -> None:
+        """Text of this utterance, while it plays or after its playback ended (a transcription that
+        trails the audio): it joins this utterance's verdict, never another's. `in_doubt`: the adapter
+        cannot tell that the text is this utterance's alone; the utterance then never counts as
+        heard (what it carries is recorded as cut)."""
+        utterance = self._playing.get(utterance_id) or self._ended.get(utterance_id)
+        if utterance is None:
+            return
+        utterance.text += text
+        utterance.in_doubt = utterance.in_doubt or in_doubt
+        if utterance.heard is not None:
+            self._record(utterance, utterance.text.strip(), utterance.heard)
 
     def utterance_ended(self, utterance_id: str, heard: bool, text: str | None = None) -> None:
-        """The framework's playback says the utterance played to its end (`heard`) or was cut off."""
-        utterance = self._playing.pop(utterance_id, None)
+        """The utterance's own playback says its audio played to its end on the caller's side
+        (`heard`) or was cut off. `text`, when given, is its whole text."""
+        utterance = self._end(utterance_id)
         if utterance is None:
             return
-        self._ended.add(utterance_id)
-        spoken = (utterance.text if text is None else text).strip()
-        for status in utterance.could_carry:
-            if carries(spoken, status):
-                self._post(lambda s=status: self._present(s, spoken, heard))
+        if text is not None:
+            utterance.text = text
+        utterance.heard = heard
+        self._record(utterance, utterance.text.strip(), heard)
 
     def utterance_cut(self, utterance_id: str, played: str) -> None:
-        """The caller cut in after `played`, the part of the utterance that had been spoken (for a
-        framework that reports it): a status is heard only if its sentence was spoken in full before
-        the cut; one the rest of the utterance carried is recorded as cut."""
-        utterance = self._playing.pop(utterance_id, None)
+        """The caller cut in after `played`, the platform's report of what had been spoken of this
+        utterance: a status is heard only if its sentence was spoken in full before the cut; one the
+        rest of the utterance carried is recorded as cut."""
+        utterance = self._end(utterance_id)
         if utterance is None:
             return
-        self._ended.add(utterance_id)
+        utterance.heard = False
         whole, played = utterance.text.strip(), played.strip()
         for status in utterance.could_carry:
             if status.say.strip() and _words(status.say) in _words(played):
+                utterance.recorded.add(status.operation_id)
                 self._post(lambda s=status: self._present(s, played, True))
-            elif carries(whole, status):
-                self._post(lambda s=status: self._present(s, whole, False))
+        self._record(utterance, whole, False)
+
+    def _end(self, utterance_id: str) -> _Utterance | None:
+        utterance = self._playing.pop(utterance_id, None)
+        if utterance_id in self._ended:
+            return None
+        self._ended[utterance_id] = utterance
+        while len(self._ended) > KEPT_ENDED:
+            del self._ended[next(iter(self._ended))]
+        return utterance
+
+    def _record(self, utterance: _Utterance, spoken: str, heard: bool) -> None:
+        heard = heard and not utterance.in_doubt
+        for status in utterance.could_carry:
+            if status.operation_id not in utterance.recorded and carries(spoken, status):
+                utterance.recorded.add(status.operation_id)
+                self._post(lambda s=status: self._present(s, spoken, heard))
 
     def utterance(self, utterance_id: str, text: str, heard: bool, generated_at: float) -> None:
         """A whole utterance at once, for a framework that reports text and playback together."""

@@ -30,6 +30,12 @@ when its generation completed and your output reported (`bridge.played`) all of 
 turns play in order. An `interrupted` event (a barge-in: the output must drop what it has not played,
 as Gemini Live asks of a client) cuts every turn not fully played, and so does the end of the run.
 A turn without audio (text output) is never heard to its end, only cut: a repeat, never a loss.
+What a turn said is its output transcription, which Gemini orders with itself but not with the audio:
+it may arrive after its turn ended, even after a barge-in. Each piece is bound to the oldest turn
+whose transcription has not caught up with its audio, whatever came between; a `finished` piece
+completes that turn's text (it repeats the pieces since the last one); a piece that arrives once a
+newer turn has begun is in doubt, and its turn is then never recorded as heard. A turn's evidence is
+never handed to another turn.
 
 `watch` forwards the run to settled: an `interrupted` while a turn still played or a request of ours
 ran as `interrupted`, each turn that spoke a result as `presented` (completed only when played to its
@@ -93,7 +99,11 @@ class _Turn:
     generated: int = 0  # bytes of audio ADK yielded for it
     played: int = 0  # bytes of it the audio output reported as played
     complete: bool = False  # `turn_complete`: no more audio will come for it
-    text: str = ""
+    closed: bool = False  # `turn_complete` or `interrupted`: nothing more is generated for it
+    ended: bool = False  # its verdict (heard, or cut) was given
+    # Its transcription has caught up with its audio: a `finished` piece came after its last audio.
+    caught_up: bool = False
+    segment: str = ""  # the transcription pieces since its last `finished` one
 
     @property
     def played_out(self) -> bool:
@@ -193,58 +203,90 @@ class SettledLive(FollowingBridge):
         """Forward one event of the run (for apps that read the run themselves)."""
         if event.author != "user":
             if event.output_transcription is not None:
-                transcription = event.output_transcription
-                turn = self._generating()
-                # The finished transcription repeats the turn's whole text.
-                turn.text = (
-                    (transcription.text or "")
-                    if transcription.finished
-                    else turn.text + (transcription.text or "")
-                )
+                self._transcribed(event.output_transcription)
             for part in (event.content.parts or []) if event.content else []:
                 if part.inline_data is not None and part.inline_data.data:
-                    self._generating().generated += len(part.inline_data.data)
+                    turn = self._speaking()
+                    turn.generated += len(part.inline_data.data)
+                    turn.caught_up = False
                 elif part.text and not part.thought and not event.output_transcription:
-                    self._generating().text += part.text
+                    self.settled.utterance_text(self._speaking().id, part.text)  # text output
         if event.interrupted:
             self._barge_in()
-        elif event.turn_complete and self._turns and not self._turns[-1].complete:
-            self._turns[-1].complete = True
+        elif event.turn_complete and self._turns and not self._turns[-1].closed:
+            self._turns[-1].complete = self._turns[-1].closed = True
             self._heard_if_played_out()
 
     def played(self, audio: bytes) -> None:
         """Your audio output played this chunk of the model's audio to the caller (in order)."""
         left = len(audio)
         for turn in self._turns:
+            if turn.ended:
+                continue  # heard, or cut: its unplayed audio was dropped
             take = min(left, turn.generated - turn.played)
             turn.played += take
             left -= take
         self._heard_if_played_out()
 
-    def _generating(self) -> _Turn:
-        if not self._turns or self._turns[-1].complete:
-            self._turn_count += 1
-            turn = _Turn(f"turn-{self._turn_count}")
-            self._turns.append(turn)
-            self.settled.utterance_started(turn.id)
+    def _speaking(self) -> _Turn:
+        """The turn the model's content belongs to: the one being generated, or a new one."""
+        if not self._turns or self._turns[-1].closed:
+            return self._new_turn()
         return self._turns[-1]
 
+    def _new_turn(self) -> _Turn:
+        self._turn_count += 1
+        turn = _Turn(f"turn-{self._turn_count}")
+        self._turns.append(turn)
+        self.settled.utterance_started(turn.id)
+        # Turns whose verdict is given and whose transcription caught up have nothing more to come.
+        self._turns = [t for t in self._turns if not (t.ended and t.caught_up)]
+        return turn
+
+    def _transcribed(self, transcription: types.Transcription) -> None:
+        """A piece of output transcription, bound to the turn it belongs to. Transcription is ordered
+        with itself but not with the audio: it may trail its turn's end, even a barge-in. So it belongs
+        to the oldest turn whose transcription has not caught up with its audio (else to the turn being
+        generated, else it begins one). A piece that comes once a newer turn has begun cannot be told
+        from that turn's own words: in doubt, it never proves its turn heard. A `finished` piece
+        repeats the pieces since the last one (ADK flushes at generation and turn end): it completes
+        the turn's text, never replaces it."""
+        turn = next((t for t in self._turns if not t.caught_up), None)
+        if turn is None:
+            turn = self._speaking()
+        in_doubt = turn is not self._turns[-1]
+        text = transcription.text or ""
+        if transcription.finished:
+            if not turn.segment and text:
+                self.settled.utterance_text(turn.id, text, in_doubt=in_doubt)
+            turn.segment = ""
+            turn.caught_up = True
+        elif text:
+            turn.segment += text
+            self.settled.utterance_text(turn.id, text, in_doubt=in_doubt)
+
     def _heard_if_played_out(self) -> None:
-        while self._turns and self._turns[0].played_out:
-            turn = self._turns.pop(0)
-            self.settled.utterance_ended(turn.id, heard=True, text=turn.text)
+        for turn in self._turns:
+            if turn.ended:
+                continue
+            if not turn.played_out:
+                return  # turns play in order
+            turn.ended = True
+            self.settled.utterance_ended(turn.id, heard=True)
 
     def _barge_in(self) -> None:
         # The output drops all it has not played. Gemini also reports an interruption when the caller
         # speaks after the audio ended: that cuts nothing, and matters only while a request runs.
-        if self._turns or self._calls_running:
+        if any(not turn.ended for turn in self._turns) or self._calls_running:
             self.settled.interrupted()
         self._cut_every_turn()
 
     def _cut_every_turn(self) -> None:
         for turn in self._turns:
-            self.settled.utterance_ended(turn.id, heard=False, text=turn.text)
-        self._turns.clear()
+            turn.closed = True
+            if not turn.ended:
+                turn.ended = True
+                self.settled.utterance_ended(turn.id, heard=False)
 
     def closed(self, reason: str = "hangup") -> None:
         self._cut_every_turn()

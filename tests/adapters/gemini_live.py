@@ -8,6 +8,12 @@ server's clock interrupts it; a function response is spoken at once, when idle (
 turns are generated at once, so it is idle as soon as a turn is sent), or never (`SILENT`: the model
 only takes note). Each line is its output transcription, then its audio (24 kHz 16-bit mono, every
 byte the line's number, so the output knows whose audio it plays), then `turn_complete`.
+
+Google orders output transcription with itself, not with the model's turn; the connection can send it
+late, as ADK yields it: `transcription_late_s` after the line's audio and `turn_complete`, its
+`finished` piece only at the next interruption or turn end (ADK flushes what it holds there); or
+`split`, half with the audio (flushed at generation complete) and the rest late, then flushed at the
+turn's end, which waits for it.
 """
 
 import asyncio
@@ -36,6 +42,8 @@ class ScriptedLive(BaseLlmConnection):
         ms_per_char: float = 12.0,
         chunk_ms: int = 20,
         filler: str | None = None,
+        transcription_late_s: float = 0.0,
+        split: bool = False,
     ) -> None:
         self.script = script
         self.lines: list[str] = []  # every line spoken; line n's audio bytes are all n
@@ -46,6 +54,8 @@ class ScriptedLive(BaseLlmConnection):
         self._out: asyncio.Queue[LlmResponse | None] = asyncio.Queue()
         self._audio_until = 0.0  # by the server's clock, when its last audio ends playing
         self._closed = False
+        self._late_s, self._split = transcription_late_s, split
+        self._unflushed = ""  # transcription ADK holds until its next flush
 
     async def send_history(self, history: list[types.Content]) -> None:
         pass
@@ -63,7 +73,7 @@ class ScriptedLive(BaseLlmConnection):
         text = " ".join(part.text for part in parts if part.text)
         if time.monotonic() < self._audio_until:  # the caller cut in
             self._audio_until = 0.0
-            self._out.put_nowait(LlmResponse(interrupted=True))
+            self._signal(LlmResponse(interrupted=True))
         call = self.script.decide(text)
         if call is None:
             self._speak(self.script.small_talk(text))
@@ -78,7 +88,7 @@ class ScriptedLive(BaseLlmConnection):
         if self._filler and call.name != VERIFY_TOOL:  # said while a non-blocking request runs
             self._speak(self._filler)
         else:
-            self._out.put_nowait(LlmResponse(turn_complete=True))
+            self._signal(LlmResponse(turn_complete=True))
 
     def _answered(self, answer: types.FunctionResponse) -> None:
         output = str((answer.response or {}).get("result", answer.response))
@@ -89,7 +99,7 @@ class ScriptedLive(BaseLlmConnection):
             answer.scheduling is types.FunctionResponseScheduling.INTERRUPT
             and time.monotonic() < self._audio_until
         ):
-            self._out.put_nowait(LlmResponse(interrupted=True))
+            self._signal(LlmResponse(interrupted=True))
         self._speak(self.script.reply(output))
 
     def _speak(self, line: str) -> None:
@@ -98,9 +108,9 @@ class ScriptedLive(BaseLlmConnection):
         self.lines.append(line)
         self.said_at.append((time.time(), line))
         marker = len(self.lines)
-        self._out.put_nowait(
-            LlmResponse(output_transcription=types.Transcription(text=line, finished=False), partial=True)
-        )
+        late_from = len(line) if not self._late_s else len(line) // 2 if self._split else 0
+        on_time, late = line[:late_from], line[late_from:]
+        self._transcribe(on_time)
         duration_ms = len(line) * self._ms_per_char
         for start in range(0, int(duration_ms), self._chunk_ms):
             chunk = bytes([marker]) * int(min(self._chunk_ms, duration_ms - start) * BYTES_PER_MS)
@@ -108,9 +118,43 @@ class ScriptedLive(BaseLlmConnection):
             self._out.put_nowait(
                 LlmResponse(content=types.Content(role="model", parts=[types.Part(inline_data=blob)]))
             )
-        self._out.put_nowait(LlmResponse(output_transcription=types.Transcription(text=line, finished=True)))
-        self._out.put_nowait(LlmResponse(turn_complete=True))
+        self._flush()  # generation complete
         self._audio_until = max(self._audio_until, time.monotonic()) + duration_ms / 1000
+        if not late:
+            self._signal(LlmResponse(turn_complete=True))
+        elif self._split:  # the rest, then the turn's end, which flushes it
+            asyncio.get_running_loop().call_later(self._late_s, self._late, late, True)
+        else:  # the turn ends now; its words come later, flushed by whatever signal comes next
+            self._signal(LlmResponse(turn_complete=True))
+            asyncio.get_running_loop().call_later(self._late_s, self._late, late, False)
+
+    def _late(self, text: str, then_turn_complete: bool) -> None:
+        if self._closed:
+            return
+        self._transcribe(text)
+        if then_turn_complete:
+            self._signal(LlmResponse(turn_complete=True))
+
+    def _transcribe(self, text: str) -> None:
+        """`text` as ADK yields a transcription: pieces of a few words each, held for the next flush."""
+        words = text.split(" ")
+        for start in range(0, len(words), 4):
+            piece = " ".join(words[start : start + 4]) + (" " if start + 4 < len(words) else "")
+            if piece.strip():
+                self._unflushed += piece
+                transcription = types.Transcription(text=piece, finished=False)
+                self._out.put_nowait(LlmResponse(output_transcription=transcription, partial=True))
+
+    def _flush(self) -> None:
+        if self._unflushed:
+            finished = types.Transcription(text=self._unflushed, finished=True)
+            self._out.put_nowait(LlmResponse(output_transcription=finished))
+            self._unflushed = ""
+
+    def _signal(self, response: LlmResponse) -> None:
+        """An interruption or a turn's end: ADK flushes the transcription it holds before it."""
+        self._flush()
+        self._out.put_nowait(response)
 
     async def receive(self) -> AsyncGenerator[LlmResponse, None]:
         while not self._closed:

@@ -58,6 +58,13 @@ async def met_once(caller: Caller, truth: Any) -> None:
 
 # What an adapter sends for a call that hung up while the confirmation was playing.
 CUT_BY_THE_HANG_UP: Sent = [("channel_opened", None), ("presented", "cut"), ("channel_closed", "hangup")]
+# ... and one whose confirmation a barge-in cut, its words known only after the barge-in.
+CUT_AFTER_A_BARGE_IN: Sent = [
+    ("channel_opened", None),
+    ("interrupted", None),
+    ("presented", "cut"),
+    ("channel_closed", "hangup"),
+]
 
 
 async def owed(caller: Caller, verbatim: bool = True, sent: Sent | None = None) -> ActionStatus:
@@ -75,6 +82,15 @@ async def owed(caller: Caller, verbatim: bool = True, sent: Sent | None = None) 
     assert handoff.work == "stopped" and handoff.say == action.say
     assert sent is None or settled.sent == sent
     return action
+
+
+async def not_heard(caller: Caller) -> None:
+    """The refund confirmed and its sentence not known to be heard to its end: not presented (its
+    words never reached the adapter before the call ended) or presented as not completed, and owed."""
+    action = await caller.settled.get(caller.op)
+    assert action.state is State.CONFIRMED
+    assert action.presented is None or action.presented.completed is False
+    assert (await caller.settled.handoff(caller.conversation)).say == action.say
 
 
 # What an adapter sends for a call whose confirmation was heard to its end before the caller hung up.

@@ -1,6 +1,9 @@
 """Twilio ConversationRelay over a real WebSocket: an app serves it with `SettledConversationRelay` and a
 scripted model, and the test plays Twilio with the documented message sequence (`setup`, `prompt`,
-`interrupt`, the socket's end), each case judged by the sandbox's records and settled's own."""
+`interrupt`, the socket's end), each case judged by the sandbox's records and settled's own: the
+action's `presented` and the handoff's `say`. The app's loop is the guide's (docs/conversation-relay.md):
+it takes the next message only once its model has answered, so the caller's words said while the
+refund runs reach the app after the confirmation was sent (the adapter noted them on arrival)."""
 
 import asyncio
 import json
@@ -8,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from settled.adapters.common import ActionKind
 from settled.adapters.conversation_relay import SettledConversationRelay
 from websockets.asyncio.client import ClientConnection, connect
@@ -15,10 +19,22 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from settled.domain.states import State
 from tests.adapters.conftest import SentClient
-from tests.adapters.heard import CUT_BY_THE_HANG_UP, Caller, Sent, heard_in_full, owed, recorded_heard, sent
+from tests.adapters.heard import (
+    CUT_BY_THE_HANG_UP,
+    HEARD_AFTER_A_BARGE_IN,
+    Caller,
+    Sent,
+    heard_in_full,
+    owed,
+    recorded_heard,
+    sent,
+)
 from tests.client.support import AsyncSandbox, eventually
 
 TOLD = "Tell the caller: "
+# How fast Twilio's voice speaks in these calls, and the fastest the adapter is told a voice speaks.
+TWILIO_MS_PER_CHAR = 15.0
+FASTEST_MS_PER_CHAR = 10.0
 
 
 async def app(
@@ -26,12 +42,16 @@ async def app(
 ) -> None:
     """The app: its scripted model asks for the refund when the caller does, and says what it is told."""
     relay = SettledConversationRelay(
-        caller.settled, [caller.kind], websocket.send, wait_s=caller.wait_s, authorize_on_call=True
+        caller.settled,
+        [caller.kind],
+        websocket.send,
+        wait_s=caller.wait_s,
+        authorize_on_call=True,
+        fastest_ms_per_char=FASTEST_MS_PER_CHAR,
     )
     relays.append(relay)
     try:
-        async for frame in websocket:
-            message = await relay.receive(frame)
+        async for message in relay.messages(websocket):
             if message["type"] == "prompt" and "refund" in message["voicePrompt"].lower():
                 await relay.say("One moment.")
                 answer = await relay.answer_tool("refund", caller.params)
@@ -93,13 +113,18 @@ def interrupt(played: str) -> str:
 
 
 async def spoken(websocket: ClientConnection, turns: int) -> list[str]:
-    """The app's next `turns` turns, as Twilio would speak them."""
+    """The app's next `turns` turns, as Twilio receives them to speak."""
     said: list[str] = []
     while len(said) < turns:
         message = json.loads(await asyncio.wait_for(websocket.recv(), 30))
         assert message["type"] == "text" and message["last"] is True
         said.append(message["token"])
     return said
+
+
+async def played(text: str) -> None:
+    """Twilio speaking `text` to the caller, at its voice's pace (the call's real time)."""
+    await asyncio.sleep(len(text) * TWILIO_MS_PER_CHAR / 1000)
 
 
 def cut_by_the_interrupt(presented: str) -> Sent:
@@ -158,10 +183,75 @@ async def test_the_callers_next_words_say_the_confirmation_was_heard(
     caller = calling(settled, refund_kind)
     async with twilio(caller) as (websocket, _):
         await websocket.send(prompt(caller.asks))
-        _, confirmation = await spoken(websocket, 2)
+        holding, confirmation = await spoken(websocket, 2)
+        await played(holding + confirmation)  # the caller listens to the end, then speaks
         await websocket.send(prompt("Thanks, bye."))
         await eventually(lambda: recorded_heard(caller), what="the confirmation heard")
     await heard_in_full(caller, said_last=confirmation)
+
+
+async def refund_held_while_the_caller_speaks(
+    caller: Caller, truth: AsyncSandbox, websocket: ClientConnection, *said: str
+) -> str:
+    """The caller asks for the refund and, while it is held at the service (the app waiting on its
+    tool call, taking no message), says `said`; then the service answers. The confirmation, as sent."""
+    hold = await truth.fault("refunds", "create", "hold", caller.op, apply=True)
+    await websocket.send(prompt(caller.asks))
+    await spoken(websocket, 1)  # "One moment."
+    await truth.wait_in_flight(caller.op)
+    for frame in said:
+        await websocket.send(frame)
+    await truth.release(hold)
+    (confirmation,) = await spoken(websocket, 1)
+    return confirmation
+
+
+@pytest.mark.parametrize("run", range(3))
+@pytest.mark.parametrize("then", ["cut", "hang-up"])
+async def test_words_said_before_the_confirmation_existed_never_make_it_heard(
+    settled: SentClient, refund_kind: ActionKind, truth: AsyncSandbox, then: str, run: int
+) -> None:
+    """The caller says "Okay." while the refund runs; the app reads it only after it sent the
+    confirmation, which the caller then cuts half-way or hangs up on: recorded cut, and owed."""
+    caller = calling(settled, refund_kind, wait_s=15)
+    async with twilio(caller) as (websocket, _):
+        confirmation = await refund_held_while_the_caller_speaks(caller, truth, websocket, prompt("Okay."))
+        if then == "cut":
+            await websocket.send(interrupt(confirmation[: len(confirmation) // 2]))
+            await eventually(lambda: sent(settled, ("interrupted", None)), what="the interruption sent")
+    expected = cut_by_the_interrupt("cut") if then == "cut" else CUT_BY_THE_HANG_UP
+    await owed(caller, verbatim=False, sent=expected)
+
+
+@pytest.mark.parametrize("run", range(3))
+async def test_words_that_cross_the_confirmation_never_make_it_heard(
+    settled: SentClient, refund_kind: ActionKind, run: int
+) -> None:
+    """The caller's words arrive right after the confirmation was sent, sooner than it can have been
+    spoken (said as it began, or before): they prove nothing, and the hang-up that follows cuts it."""
+    caller = calling(settled, refund_kind)
+    async with twilio(caller) as (websocket, _):
+        await websocket.send(prompt(caller.asks))
+        await spoken(websocket, 2)
+        await websocket.send(prompt("Okay."))
+    await owed(caller, sent=CUT_BY_THE_HANG_UP)
+
+
+@pytest.mark.parametrize("run", range(3))
+async def test_a_cut_before_the_confirmation_existed_does_not_cut_it(
+    settled: SentClient, refund_kind: ActionKind, truth: AsyncSandbox, run: int
+) -> None:
+    """The caller cuts the holding line while the refund runs (the app reads it late); the
+    confirmation sent after it is heard to its end by the caller's next words."""
+    caller = calling(settled, refund_kind, wait_s=15)
+    async with twilio(caller) as (websocket, _):
+        confirmation = await refund_held_while_the_caller_speaks(
+            caller, truth, websocket, interrupt("One mo"), prompt("Hello?")
+        )
+        await played(confirmation)
+        await websocket.send(prompt("Thanks, bye."))
+        await eventually(lambda: recorded_heard(caller), what="the confirmation heard")
+    await heard_in_full(caller, said_last=confirmation, sent=HEARD_AFTER_A_BARGE_IN)
 
 
 async def test_a_hang_up_mid_confirmation_leaves_it_owed(

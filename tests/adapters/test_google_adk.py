@@ -8,10 +8,13 @@ settled the model has only verified state to speak from: its next words say the 
 confirmed yet, then that it went through, and the service holds exactly that one refund.
 """
 
+import ast
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,21 +23,27 @@ pytest.importorskip("google.adk", reason="Google's ADK is not installed: pip ins
 from google.adk.agents import Agent, LiveRequestQueue, RunConfig
 from google.adk.runners import InMemoryRunner
 from google.genai import types
-from settled.adapters.common import ActionKind
+from settled.adapters.common import ActionKind, load_action_kinds
 from settled.adapters.google_adk import SettledLive
+from settled.adapters.tools import AUTHORIZE_TOOL
 
 from examples.scripted import FILLER, VERIFY_TOOL, RefundScript, ToolCall
+from settled.client import SettledAPIError
 from settled.domain.models import ActionStatus
 from settled.domain.states import State
+from settled.runtime.stack import Stack
 from tests.adapters.conftest import SentClient
 from tests.adapters.gemini_live import ScriptedGemini, ScriptedLive, Speaker
 from tests.adapters.heard import (
+    CUT_AFTER_A_BARGE_IN,
     CUT_BY_THE_HANG_UP,
     HEARD_THEN_HUNG_UP,
     Caller,
     heard_in_full,
+    not_heard,
     owed,
     recorded_heard,
+    sent,
 )
 from tests.client.support import AsyncSandbox, eventually, new_id
 
@@ -68,12 +77,20 @@ async def call(
     *,
     non_blocking: bool = False,
     scheduling: types.FunctionResponseScheduling = types.FunctionResponseScheduling.WHEN_IDLE,
+    transcription_late_s: float = 0.0,
+    split: bool = False,
 ) -> AsyncIterator[Call]:
     """A live ADK run whose audio plays to the caller in real time; leaving the block is the caller
-    hanging up (the line goes dead, the app closes the request queue), wherever the audio is."""
+    hanging up (the line goes dead, the app closes the request queue), wherever the audio is.
+    `transcription_late_s`, `split`: how late the model's output transcription comes (ScriptedLive)."""
     script = StopScript(refund=caller.params)
     model = ScriptedLive(
-        script, call_prefix=new_id("call"), ms_per_char=MS_PER_CHAR, filler=FILLER if non_blocking else None
+        script,
+        call_prefix=new_id("call"),
+        ms_per_char=MS_PER_CHAR,
+        filler=FILLER if non_blocking else None,
+        transcription_late_s=transcription_late_s,
+        split=split,
     )
     bridge = SettledLive(
         caller.settled,
@@ -125,9 +142,9 @@ async def test_a_stop_while_the_refund_is_in_flight_is_answered_truly(
     hold = await truth.fault("refunds", "create", "hold", caller.op, apply=True)
     async with call(caller, non_blocking=True) as c:
         c.says(caller.asks)
-        await truth.wait_in_flight(caller.op)
         await c.speaker.until(FILLER, heard_ms=100)
-        c.says("Stop! Stop that.")  # cuts the filler off, the refund still at the service
+        c.says("Stop! Stop that.")  # cuts the filler off, the refund held at the service
+        await truth.wait_in_flight(caller.op)
         await c.speaker.until(caller.op)  # the verified answer to "stop"
         await truth.release(hold)
         await c.speaker.until("Your reference")
@@ -189,6 +206,52 @@ async def test_a_confirmation_heard_to_its_end_is_not_repeated(
     await heard_in_full(caller, said_last=c.script.said[-1], sent=HEARD_THEN_HUNG_UP)
 
 
+@pytest.mark.parametrize("run", range(5))
+async def test_a_confirmation_cut_before_its_late_transcription_came_stays_cut(
+    settled: SentClient, refund_kind: ActionKind, run: int
+) -> None:
+    """The caller cuts in 150 ms into the confirmation; its transcription comes 0.3 s late, after the
+    model's next line began, and that line plays to its end: the confirmation is recorded cut, never
+    heard through the next line's playback, and it stays owed."""
+    caller = Caller(settled, refund_kind)
+    async with call(caller, transcription_late_s=0.3) as c:
+        c.says(caller.asks)
+        await c.speaker.until("Your reference", heard_ms=150)
+        c.says("Wait, what?")  # cuts the confirmation; the model answers with its next line
+        await c.speaker.until("anything else")  # the next line, played to its end
+        await eventually(lambda: sent(settled, ("presented", "cut")), what="the late transcription bound")
+    await owed(caller, sent=CUT_AFTER_A_BARGE_IN)
+
+
+@pytest.mark.parametrize("run", range(3))
+@pytest.mark.parametrize(
+    ("late_s", "split"), [(0.3, False), (2.5, False), (0.3, True)], ids=["late", "after-playback", "split"]
+)
+async def test_a_confirmation_heard_to_its_end_is_heard_however_late_its_transcription(
+    settled: SentClient, refund_kind: ActionKind, late_s: float, split: bool, run: int
+) -> None:
+    """The confirmation plays to its end; its transcription comes late (during its playback, after
+    it, or half of it late with ADK's second `finished` piece at the turn's end): recorded heard, with
+    its whole sentence, and not repeated."""
+    caller = Caller(settled, refund_kind)
+    async with call(caller, transcription_late_s=late_s, split=split) as c:
+        c.says(caller.asks)
+        await c.speaker.until("Your reference")
+        await eventually(lambda: recorded_heard(caller), what="the confirmation recorded as heard")
+    await heard_in_full(caller, said_last=c.script.said[-1], sent=HEARD_THEN_HUNG_UP)
+
+
+@pytest.mark.parametrize("run", range(3))
+async def test_a_hang_up_mid_confirmation_with_its_transcription_late_leaves_it_owed(
+    settled: SentClient, refund_kind: ActionKind, run: int
+) -> None:
+    caller = Caller(settled, refund_kind)
+    async with call(caller, transcription_late_s=0.3) as c:
+        c.says(caller.asks)
+        await c.speaker.until("Your reference", heard_ms=150)
+    await not_heard(caller)
+
+
 @pytest.mark.parametrize(
     "scheduling",
     [types.FunctionResponseScheduling.WHEN_IDLE, types.FunctionResponseScheduling.SILENT],
@@ -243,3 +306,74 @@ async def _said(model: ScriptedLive, count: int) -> bool:
 
 async def _noted(model: ScriptedLive) -> bool:
     return bool(model.noted)
+
+
+@dataclass
+class GoAheadScript(RefundScript):
+    """The refund script, and a caller whose "yes" is the go-ahead the model passes on."""
+
+    operation_id: str = ""
+
+    def decide(self, user_text: str) -> ToolCall | None:
+        if user_text.lower().startswith("yes"):
+            return ToolCall(AUTHORIZE_TOOL, {"operation_id": self.operation_id})
+        return super().decide(user_text)
+
+
+def guide_example() -> str:
+    """The Python block of docs/gemini-live.md, as a reader copies it."""
+    guide = (Path(__file__).parents[2] / "docs" / "gemini-live.md").read_text()
+    return guide.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_guides_example_runs_as_written_against_the_real_stack(
+    stack: Stack, settled: SentClient, truth: AsyncSandbox
+) -> None:
+    """docs/gemini-live.md's example, run as written (top-level awaits and all), with the scripted
+    Gemini Live connection as its `LIVE_MODEL`: the caller asks, the refund is done once, and with no
+    audio output reporting playback the confirmation is never recorded heard: the handoff says it."""
+    caller = Caller(settled, load_action_kinds(stack.config, names=["refund"])[0])
+    script = GoAheadScript(refund=caller.params, operation_id=caller.op)
+    model = ScriptedLive(script, call_prefix=new_id("call"), ms_per_char=MS_PER_CHAR)
+    names: dict[str, Any] = {
+        "SETTLED_URL": stack.api_url,
+        "SETTLED_API_KEY": None,
+        "conversation_id": caller.conversation,
+        "user_id": "caller",
+        "LIVE_MODEL": ScriptedGemini(model="gemini-live-scripted", connection=model),
+    }
+    code = compile(guide_example(), "docs/gemini-live.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    running = asyncio.ensure_future(eval(code, names))  # the guide's own code
+    try:
+        await eventually(lambda: _set_up(names, running), what="the example's request queue")
+        for turn, words in enumerate((caller.asks, "Yes, go ahead."), start=1):  # it needs a go-ahead
+            names["queue"].send_content(types.Content(role="user", parts=[types.Part(text=words)]))
+            await eventually(lambda turn=turn: _said(model, turn), what="the model's answer")
+        await eventually(lambda: _confirmed(settled, caller.op), timeout_s=30, what="the refund confirmed")
+        action = await settled.get(caller.op)
+        await eventually(lambda: _said_outcome(model, action), what="the confirmation said")
+        names["queue"].close()  # the caller hangs up
+        await asyncio.wait_for(running, 20)
+    finally:
+        running.cancel()
+    assert action.state is State.CONFIRMED and len(await truth.refunds_for(caller.params["order_id"])) == 1
+    await not_heard(caller)
+
+
+async def _set_up(names: dict[str, Any], running: asyncio.Future[Any]) -> bool:
+    if running.done():
+        running.result()  # the example failed: say how
+    return "events" in names
+
+
+async def _confirmed(settled: SentClient, op: str) -> bool:
+    try:
+        return (await settled.get(op)).state is State.CONFIRMED
+    except SettledAPIError as error:
+        if error.code == "not_found":
+            return False  # the model has not asked yet
+        raise
+
+
+async def _said_outcome(model: ScriptedLive, action: ActionStatus) -> bool:
+    return any(action.say in line for line in model.lines)

@@ -8,14 +8,20 @@
  * loop; `flush()` waits for them.
  *
  * What was presented and heard — THE rule every TypeScript adapter maps its framework's events to,
- * and only here: a status counts as presented only by an utterance that carries it (generated after
- * the model was handed that status, and containing its sentence, business reference or operation
- * id), and only as completed when the framework's playback says that utterance's audio finished
- * playing (in text: the whole reply reached the person). Generation finishing is not it: audio is
- * generated faster than it plays, and a caller who hangs up or cuts in heard only part of it. A
- * barge-in, or the end of the session, while an utterance plays records it as not completed; an
- * utterance that carries nothing records nothing. Where the signal is missing, the safe side is
- * "not completed": a repeat is better than a loss.
+ * and only here: heard is ordered evidence. A status counts as presented only by an utterance that
+ * carries it (generated after the model was handed that status, and containing its sentence,
+ * business reference or operation id), and only as completed on a signal that belongs to that
+ * utterance and comes after its own playback: its audio's end on the person's side
+ * (`utteranceEnded(id, true)`; in text: the whole reply reached the person), or the platform's report
+ * of what was spoken of it before a cut (`utteranceCut`). Generation finishing is not it, nor are the
+ * person's words, a transcription or a turn's end that arrive late, out of order or belong to another
+ * utterance: an adapter passes only its own utterance's signals, and each utterance's text only as its
+ * own (`utteranceText`, which may trail its playback and still joins it, never a later one; text the
+ * adapter cannot tell is this utterance's alone is `inDoubt`, and the utterance is then never heard).
+ * A barge-in, or the end of the session, while an utterance plays records it as not completed; an
+ * utterance that carries nothing records nothing; each status is recorded once per utterance, by the
+ * verdict its playback gave. Where the evidence is missing or in doubt, the safe side is "not
+ * completed": a repeat is better than a loss.
  */
 
 import { type SettledClient, SettledAPIError, SettledError } from "./client.js";
@@ -66,7 +72,16 @@ interface Utterance {
   // what it says (a line generated before a result arrived cannot present that result).
   couldCarry: ActionStatus[];
   text: string;
+  // Its own playback's verdict, once given: heard to its end (true) or cut (false).
+  heard?: boolean;
+  // Some of its text may be another utterance's (the adapter could not tell): it is never heard.
+  inDoubt: boolean;
+  // The operation ids already recorded from it: each is recorded once, by its first verdict.
+  recorded: Set<string>;
 }
+
+// How many ended utterances are kept for their late text (a transcription that trails the audio).
+const KEPT_ENDED = 32;
 
 export class SettledChannel {
   readonly client: SettledClient;
@@ -83,8 +98,9 @@ export class SettledChannel {
   // (when, status): every status the model was handed, oldest first.
   readonly #told: [number, ActionStatus][] = [];
   readonly #playing = new Map<string, Utterance>();
-  // Ended utterances stay ended: a late event of one already heard must not reopen (and cut) it.
-  readonly #ended = new Set<string>();
+  // Ended utterances stay ended: a late event of one already heard must not reopen (and cut) it;
+  // the last few are kept (oldest first) so that their late text still joins them.
+  readonly #ended = new Map<string, Utterance | undefined>();
   #closed = false;
   #queue: Promise<void> = Promise.resolve();
 
@@ -255,23 +271,65 @@ export class SettledChannel {
   utteranceStarted(utteranceId: string, generatedAt?: number): void {
     if (this.#closed || this.#playing.has(utteranceId) || this.#ended.has(utteranceId)) return;
     const couldCarry = this.#knownAt(generatedAt ?? now());
-    if (couldCarry.length > 0) this.#playing.set(utteranceId, { couldCarry, text: "" });
+    if (couldCarry.length > 0) this.#playing.set(utteranceId, { couldCarry, text: "", inDoubt: false, recorded: new Set() });
   }
 
-  utteranceText(utteranceId: string, text: string): void {
-    const utterance = this.#playing.get(utteranceId);
-    if (utterance !== undefined) utterance.text += text;
-  }
-
-  /** The framework's playback says the utterance played to its end (`heard`) or was cut off. */
-  utteranceEnded(utteranceId: string, heard: boolean, text?: string): void {
-    const utterance = this.#playing.get(utteranceId);
+  /**
+   * Text of this utterance, while it plays or after its playback ended (a transcription that trails
+   * the audio): it joins this utterance's verdict, never another's. `inDoubt`: the adapter cannot tell
+   * that the text is this utterance's alone; the utterance then never counts as heard.
+   */
+  utteranceText(utteranceId: string, text: string, options: { inDoubt?: boolean } = {}): void {
+    const utterance = this.#playing.get(utteranceId) ?? this.#ended.get(utteranceId);
     if (utterance === undefined) return;
-    this.#playing.delete(utteranceId);
-    this.#ended.add(utteranceId);
-    const spoken = (text ?? utterance.text).trim();
+    utterance.text += text;
+    utterance.inDoubt ||= options.inDoubt ?? false;
+    if (utterance.heard !== undefined) this.#record(utterance, utterance.text.trim(), utterance.heard);
+  }
+
+  /** The utterance's own playback says its audio played to its end (`heard`) or was cut off; `text`, when given, is its whole text. */
+  utteranceEnded(utteranceId: string, heard: boolean, text?: string): void {
+    const utterance = this.#end(utteranceId);
+    if (utterance === undefined) return;
+    if (text !== undefined) utterance.text = text;
+    utterance.heard = heard;
+    this.#record(utterance, utterance.text.trim(), heard);
+  }
+
+  /**
+   * The person cut in after `played`, the platform's report of what had been spoken of this utterance:
+   * a status is heard only if its sentence was spoken in full before the cut; the rest it carried is cut.
+   */
+  utteranceCut(utteranceId: string, played: string): void {
+    const utterance = this.#end(utteranceId);
+    if (utterance === undefined) return;
+    utterance.heard = false;
+    const spoken = played.trim();
     for (const status of utterance.couldCarry) {
-      if (carries(spoken, status)) this.#post(() => this.#present(status, spoken, heard));
+      if (status.say.trim() !== "" && words(spoken).includes(words(status.say))) {
+        utterance.recorded.add(status.operation_id);
+        this.#post(() => this.#present(status, spoken, true));
+      }
+    }
+    this.#record(utterance, utterance.text.trim(), false);
+  }
+
+  #end(utteranceId: string): Utterance | undefined {
+    const utterance = this.#playing.get(utteranceId);
+    this.#playing.delete(utteranceId);
+    if (this.#ended.has(utteranceId)) return undefined;
+    this.#ended.set(utteranceId, utterance);
+    while (this.#ended.size > KEPT_ENDED) this.#ended.delete(this.#ended.keys().next().value as string);
+    return utterance;
+  }
+
+  #record(utterance: Utterance, spoken: string, heard: boolean): void {
+    const completed = heard && !utterance.inDoubt;
+    for (const status of utterance.couldCarry) {
+      if (!utterance.recorded.has(status.operation_id) && carries(spoken, status)) {
+        utterance.recorded.add(status.operation_id);
+        this.#post(() => this.#present(status, spoken, completed));
+      }
     }
   }
 

@@ -74,28 +74,32 @@ export class SettledChat {
   hooks() {
     const generation = ++this.#generation;
     const key = (step: number) => `${this.settled.conversationId}:${generation}:${step}`;
+    // This generation's own replies: its end is evidence for them alone, never for another's.
+    const mine: string[] = [];
     return {
       experimental_onStepStart: (event: { stepNumber: number }) => {
         this.#stepStarted.set(event.stepNumber, now());
       },
       onStepFinish: (step: StepLike) => {
         if (!step.text.trim()) return;
+        mine.push(key(step.stepNumber));
         this.settled.utteranceStarted(key(step.stepNumber), this.#stepStarted.get(step.stepNumber));
         this.settled.utteranceText(key(step.stepNumber), step.text);
       },
       // The whole reply was generated and handed on: presented in full.
       onFinish: () => {
-        for (const utterance of this.settled.playing) this.settled.utteranceEnded(utterance, true);
+        for (const utterance of mine) this.settled.utteranceEnded(utterance, true);
       },
       // A stream stopped part-way: whatever it had said was cut off.
       onAbort: (event: { steps: readonly StepLike[] }) => {
         for (const step of event.steps) {
           if (step.text.trim()) {
+            mine.push(key(step.stepNumber));
             this.settled.utteranceStarted(key(step.stepNumber), this.#stepStarted.get(step.stepNumber));
             this.settled.utteranceText(key(step.stepNumber), step.text);
           }
         }
-        this.settled.cutOff();
+        for (const utterance of mine) this.settled.utteranceEnded(utterance, false);
       },
     };
   }
