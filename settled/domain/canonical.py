@@ -30,6 +30,35 @@ from typing import Any
 _SAFE_INTEGER = 2**53 - 1
 
 
+def not_text(value: Any, path: str = "params") -> str | None:
+    """Where a JSON value holds a string (a value or an object's key) that is not valid Unicode text,
+    as a dotted path (`params.note`; a key itself named with escapes): a lone surrogate, which JSON's
+    `\\ud800` escape can carry and no UTF-8 text can. None when every string is text."""
+    if isinstance(value, str):
+        return None if _is_text(value) else path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not _is_text(str(key)):
+                return f"{path}.{str(key).encode('ascii', 'backslashreplace').decode()}"
+            found = not_text(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = not_text(item, f"{path}.{index}")
+            if found is not None:
+                return found
+    return None
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def canonical_params(params: Any) -> str:
     """The canonical text of a JSON value (normally a kind's params object)."""
     return _write(_normal(params))
