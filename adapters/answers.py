@@ -4,7 +4,7 @@ confirmed it."""
 
 from settled.adapters.tools import AUTHORIZE_TOOL
 
-from settled.client import SettledAPIError, SettledError
+from settled.client import SettledError
 from settled.domain.models import ActionStatus
 from settled.domain.states import State
 
@@ -60,7 +60,7 @@ def check_answer(statuses: list[ActionStatus]) -> str:
 
 
 def error_answer(error: SettledError) -> str:
-    if isinstance(error, SettledAPIError) and error.code in ("invalid_params", "invalid_request"):
+    if error.code in ("invalid_params", "invalid_request"):
         return f"Not recorded: the details are not valid ({error.message}). Nothing was sent."
     return (
         f"Could not confirm the request was recorded ({error.code}). Do not say it is done. "

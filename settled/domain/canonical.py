@@ -35,10 +35,10 @@ def not_text(value: Any, path: str = "params") -> str | None:
     as a dotted path (`params.note`; a key itself named with escapes): a lone surrogate, which JSON's
     `\\ud800` escape can carry and no UTF-8 text can. None when every string is text."""
     if isinstance(value, str):
-        return None if _is_text(value) else path
+        return None if is_text(value) else path
     if isinstance(value, dict):
         for key, item in value.items():
-            if not _is_text(str(key)):
+            if not is_text(str(key)):
                 return f"{path}.{str(key).encode('ascii', 'backslashreplace').decode()}"
             found = not_text(item, f"{path}.{key}")
             if found is not None:
@@ -51,7 +51,8 @@ def not_text(value: Any, path: str = "params") -> str | None:
     return None
 
 
-def _is_text(value: str) -> bool:
+def is_text(value: str) -> bool:
+    """Whether a string is Unicode text (holds no lone surrogate): what UTF-8 can write."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -104,7 +105,9 @@ def _normal(value: Any) -> Any:
 
 def _write(value: Any) -> str:
     if isinstance(value, dict):
-        items = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be"))
+        # "surrogatepass": a key that is no Unicode text still sorts (such params are refused by name
+        # wherever they are sent, but deriving their id must not fail); text sorts as before.
+        items = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be", "surrogatepass"))
         return "{" + ",".join(f"{_text(key)}:{_write(item)}" for key, item in items) + "}"
     if isinstance(value, list):
         return "[" + ",".join(_write(item) for item in value) + "]"
