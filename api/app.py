@@ -42,7 +42,6 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
         version="0.1.0",
         description="Durable, verified state for the consequential actions of voice and chat assistants.",
         lifespan=_lifespan,
-        default_response_class=errors.AnyTextJSONResponse,
     )
     app.state.settings = settings
     app.state.metrics = ApiMetrics()

@@ -28,10 +28,10 @@ GATEWAY_STATUS = {
 
 
 class AnyTextJSONResponse(JSONResponse):
-    """The app's JSON answers: as Starlette writes them, except that a lone surrogate echoed from a
-    request (a platform's call id, a key named in an error) is written as JSON's `\\udXXX` escape
-    instead of failing the answer with a 500. Outside strings JSON text is ASCII, so only a string
-    can hold one, and there that escape means it. Text is written byte for byte as before."""
+    """JSON answers that may echo a request's text (an error naming a key; a platform's tool call
+    id): as Starlette writes them, except that a lone surrogate is written as JSON's `\\udXXX` escape
+    instead of failing the answer with a 500. Outside strings JSON text is ASCII, so only a string can
+    hold one, and there that escape means it. Text is written byte for byte as before."""
 
     def render(self, content: Any) -> bytes:
         text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
