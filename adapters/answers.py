@@ -4,7 +4,7 @@ confirmed it."""
 
 from settled.adapters.tools import AUTHORIZE_TOOL
 
-from settled.client import SettledAPIError, SettledError
+from settled.client import SettledError
 from settled.domain.models import ActionStatus
 from settled.domain.states import State
 
@@ -60,8 +60,14 @@ def check_answer(statuses: list[ActionStatus]) -> str:
 
 
 def error_answer(error: SettledError) -> str:
-    if isinstance(error, SettledAPIError) and error.code in ("invalid_params", "invalid_request"):
+    if error.code in ("invalid_params", "invalid_request"):
         return f"Not recorded: the details are not valid ({error.message}). Nothing was sent."
+    if error.code == "operation_conflict":
+        # Asking again cannot help: the id is another request's. Nothing of that request is told.
+        return (
+            "Not recorded: its operation id belongs to another request (operation_conflict). Nothing "
+            "was sent for this one. Do not say it is done."
+        )
     return (
         f"Could not confirm the request was recorded ({error.code}). Do not say it is done. "
         "Calling again with the same details is safe: it cannot create a second request."

@@ -199,13 +199,24 @@ class SettledChannel:
         tools = ", ".join(known)
         return f"Not recorded: there is no tool {tool_name!r} (the tools: {tools}). Nothing was sent."
 
+    async def _own(self, operation_id: str) -> None:
+        """Raises `not_found` unless the action is this conversation's: a model may be handed any id,
+        and another conversation's action is not read on nor acted on here, as the API answers a
+        conversation token (the same error, nothing of that action)."""
+        found = await self.client.get(operation_id)
+        if found.conversation_id != self.conversation_id:
+            raise SettledAPIError("not_found", "no such operation or conversation", 404)
+
     async def authorize(self, operation_id: str) -> ActionStatus:
+        await self._own(operation_id)
         return await self.client.authorize(operation_id, by=f"{self.channel} caller", wait=self.wait_s)
 
     async def answer_authorize(self, operation_id: str) -> str:
         try:
             status = await self.authorize(operation_id)
         except SettledError as error:
+            if isinstance(error, SettledAPIError) and error.code == "not_found":
+                return f"There is no request {operation_id} in this conversation. Nothing was authorized."
             return error_answer(error)
         self.told(status)
         return tool_answer(status)
@@ -214,6 +225,7 @@ class SettledChannel:
         """What a "did you do it?" tells of, after checking the business system now: the one request,
         or every request of the conversation, oldest first (raises `SettledError`)."""
         if operation_id:
+            await self._own(operation_id)
             return [(await self.client.what_may_i_say(operation_id, wait=self.wait_s)).action]
         everything = await self.client.what_may_i_say_in(self.conversation_id, wait=self.wait_s)
         return [verdict.action for verdict in everything.actions]

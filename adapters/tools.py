@@ -143,7 +143,10 @@ def earlier_operation_id(conversation_id: str, kind: str, params: dict[str, Any]
 
 
 def _operation_id(conversation_id: str, kind: str, canonical: str, round_: int) -> str:
-    digest = hashlib.sha256(f"{conversation_id}\n{kind}\n{canonical}".encode()).hexdigest()
+    # "surrogatepass": params that are no Unicode text still get an id (the API refuses them by name);
+    # for text it changes no byte.
+    text = f"{conversation_id}\n{kind}\n{canonical}"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     base = f"op_{digest[:32]}"
     return base if round_ == 1 else f"{base}-{round_}"
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
+from settled.gateway.errors import NOT_FOUND
 
 from settled.tokens import CONVERSATION_TOKEN, PAGE_LINK, TokenError, TokenUse, is_token_of, verify
 
@@ -101,7 +102,7 @@ async def _token_caller(request: Request, scope: TokenScope, token: str) -> Call
         gateway = await request.app.state.gateways.get()
         status = await gateway.get(grant.tenant, params["operation_id"])
         if status.conversation_id != grant.conversation_id:
-            raise HTTPException(404, "no such operation or conversation")
+            raise HTTPException(404, NOT_FOUND)
     return Caller(grant.tenant, grant.conversation_id)
 
 

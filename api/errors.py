@@ -3,6 +3,7 @@
 import json
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,6 +27,17 @@ GATEWAY_STATUS = {
 }
 
 
+class AnyTextJSONResponse(JSONResponse):
+    """JSON answers that may echo a request's text (an error naming a key; a platform's tool call
+    id): as Starlette writes them, except that a lone surrogate is written as JSON's `\\udXXX` escape
+    instead of failing the answer with a 500. Outside strings JSON text is ASCII, so only a string can
+    hold one, and there that escape means it. Text is written byte for byte as before."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace")
+
+
 async def send_error(
     send: Send, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
@@ -37,7 +49,7 @@ async def send_error(
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+    return AnyTextJSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def _location(loc: tuple[object, ...]) -> str:

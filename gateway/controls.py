@@ -3,6 +3,7 @@ update of the action's workflow, whose validator refuses a bad call before histo
 control that changes nothing still answers a waiting caller with the verified outcome."""
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from settled.gateway.errors import GatewayError, unless_missing
@@ -12,13 +13,20 @@ from settled.workflows.messages import Amend, Authorize, Cancel, Present, Reconc
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateStage
 
 from settled.domain.models import WAIT_MAX_S, ActionStatus, PresentedBody
-from settled.domain.params import InvalidParams, validate_params
+from settled.domain.params import InvalidParams, validate_params, validate_text
 from settled.domain.states import IN_PROGRESS, SETTLED, State
 
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
 NOOP_WAIT_POLL_S = 0.02
 # What a control on an action whose workflow has closed (long settled) answers.
 CLOSED_ANSWER = {"amend": "not_amendable", "cancel": "cannot_cancel", "presented": "not_amendable"}
+
+
+def _valid(validate: Callable[[dict[str, Any]], None], params: dict[str, Any]) -> None:
+    try:
+        validate(params)
+    except InvalidParams as error:
+        raise GatewayError("invalid_params", str(error)) from None
 
 
 class Controls:
@@ -32,6 +40,7 @@ class Controls:
         return await self._control(tenant, operation_id, "authorize", ActionWorkflow.authorize, request)
 
     async def amend(self, tenant: str | None, operation_id: str, params: dict[str, Any]) -> ActionStatus:
+        _valid(validate_text, params)  # even for an action whose kind is no longer served
         status = await self.link.get(tenant, operation_id)
         if status.dispatched and status.state not in SETTLED:
             # Refused here too, for a queued send a worker has taken: only Temporal records that, and
@@ -39,10 +48,7 @@ class Controls:
             raise GatewayError("already_dispatched", "a request may already have reached the business system")
         kind = self.link.kinds.get(status.kind)
         if kind is not None:
-            try:
-                validate_params(kind, params)
-            except InvalidParams as error:
-                raise GatewayError("invalid_params", str(error)) from None
+            _valid(lambda checked: validate_params(kind, checked), params)
         return await self._control(tenant, operation_id, "amend", ActionWorkflow.amend, Amend(params=params))
 
     async def cancel(

@@ -11,7 +11,7 @@ from typing import Any
 
 from settled.gateway.changes import current, snapshot
 from settled.gateway.conversations import Conversations
-from settled.gateway.errors import GatewayError, already_started
+from settled.gateway.errors import NOT_FOUND, GatewayError, already_started
 from settled.gateway.link import ActionHandle, Link, finishing
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.messages import CURRENT_REVISION, ActionStart, Register
@@ -26,7 +26,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from settled.domain.machine import ActionRecord, NewAction
+from settled.domain.machine import OTHER_CONVERSATION, ActionRecord, NewAction
 from settled.domain.models import ActionStatus, CreateAction
 from settled.domain.params import InvalidParams, validate_params
 from settled.domain.states import IN_PROGRESS
@@ -72,9 +72,24 @@ class Creating:
         self._eager_under_way = 0
 
     async def create(
+        self, tenant: str | None, body: CreateAction, wait_s: float, one_conversation: bool = False
+    ) -> tuple[bool, ActionStatus]:
+        """(created, status). Nothing is recorded unless the kind and params are valid. A repeat of an
+        operation id from another conversation is refused before the action's history is touched, with
+        nothing of that action: an `operation_conflict`, or, to a caller who sees its conversation
+        alone (`one_conversation`: a conversation token), the `not_found` a read would answer."""
+        try:
+            return await self._create(tenant, body, wait_s)
+        except GatewayError as error:
+            if error.code != OTHER_CONVERSATION:
+                raise
+            if one_conversation:
+                raise GatewayError("not_found", NOT_FOUND) from None
+            raise GatewayError("operation_conflict", error.message) from None
+
+    async def _create(
         self, tenant: str | None, body: CreateAction, wait_s: float
     ) -> tuple[bool, ActionStatus]:
-        """(created, status). Nothing is recorded unless the kind and params are valid."""
         link = self.link
         kind = link.kinds.get(body.kind)
         if kind is None:
@@ -96,7 +111,9 @@ class Creating:
             authorized=body.authorized,
             authorized_by=body.authorized_by,
         )
-        register = Register(kind=kind.name, params=body.params, wait_s=wait_s)
+        register = Register(
+            kind=kind.name, params=body.params, conversation_id=body.conversation_id, wait_s=wait_s
+        )
         # Every step shares the caller's one wait (and the guard's grace past it): under a burst the
         # server takes seconds to start each workflow, and a start cut off at a grace of its own,
         # before the wait is spent, was never made.
@@ -242,7 +259,12 @@ class Creating:
 
     async def _closed_repeat(self, tenant: str | None, operation_id: str, register: Register) -> ActionStatus:
         handle = self.link.action(tenant, operation_id)
+        status = await self.link.get(tenant, operation_id)
+        # Compared here too: a worker of a release before conversations were compared answers the query.
+        if status.conversation_id != register.conversation_id:
+            message = f"operation {operation_id} belongs to another conversation"
+            raise GatewayError(OTHER_CONVERSATION, message)
         conflict = await self.link.guard(lambda: handle.query(ActionWorkflow.conflict, register))
         if conflict:
             raise GatewayError("operation_conflict", conflict)
-        return await self.link.get(tenant, operation_id)
+        return status

@@ -15,6 +15,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 T = TypeVar("T")
+# What a caller is told of an id it may not see, or that names nothing: the same words either way.
+NOT_FOUND = "no such operation or conversation"
 # How long past a caller's wait an answer from Temporal may take before the caller is told to retry.
 ANSWER_GRACE_S = 8.0
 
@@ -52,7 +54,7 @@ async def guard(call: Callable[[], Awaitable[T]], wait_s: float, grace_s: float)
         if error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             raise GatewayError("temporal_unavailable", f"Temporal is unavailable: {error.message}") from None
         if error.status is RPCStatusCode.NOT_FOUND:
-            raise GatewayError("not_found", "no such operation or conversation") from None
+            raise GatewayError("not_found", NOT_FOUND) from None
         raise
 
 

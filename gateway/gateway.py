@@ -83,10 +83,11 @@ class Gateway:
     # -- actions -------------------------------------------------------------------------------
 
     async def create(
-        self, tenant: str | None, body: CreateAction, wait_s: float
+        self, tenant: str | None, body: CreateAction, wait_s: float, one_conversation: bool = False
     ) -> tuple[bool, ActionStatus]:
-        """(created, status). Nothing is recorded unless the kind and params are valid."""
-        return await self.creating.create(tenant, body, wait_s)
+        """(created, status). Nothing is recorded unless the kind and params are valid; an operation
+        id of another conversation is refused (`Creating.create`)."""
+        return await self.creating.create(tenant, body, wait_s, one_conversation)
 
     async def get(self, tenant: str | None, operation_id: str) -> ActionStatus:
         return await self.link.get(tenant, operation_id)

@@ -13,6 +13,7 @@ idempotent, a repeat can never become a second write.
 """
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,6 +23,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from settled.domain.canonical import is_text
 from settled.domain.handoff import Handoff, Work
 from settled.domain.models import WAIT_MAX_S, ActionStatus, Channel, KindInfo, KindList
 from settled.domain.states import MAY_BE_IN_FLIGHT, SETTLED, Claim, State
@@ -340,11 +342,19 @@ class SettledClient:
     ) -> httpx.Response:
         params = {"wait": wait} if wait is not None else None
         timeout = self._timeout_s + (wait or 0) + (_WAIT_SLACK_S if wait else 0)
-        headers = _trace_headers()
+        headers = _trace_headers() or {}
+        content = None
+        if body is not None:
+            content = _json(body)
+            headers["Content-Type"] = "application/json"
+        if not is_text(path):
+            # An id that is no Unicode text cannot be put in a URL; the API refuses every such id.
+            shown = path.encode("ascii", "backslashreplace").decode()
+            raise SettledError("invalid_request", f"{shown}: an id is not valid Unicode text", 422)
 
         async def once() -> httpx.Response:
             return await self._http.request(
-                method, path, json=body, params=params, timeout=timeout, headers=headers
+                method, path, content=content, params=params, timeout=timeout, headers=headers
             )
 
         response = await self._retrying(once, idempotent)
@@ -373,6 +383,14 @@ class SettledClient:
                 continue
             return response
         raise SettledUnreachable(f"no answer after {self._retries + 1} attempts: {last!r}")
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    """The body as httpx would write it, except that a lone surrogate (no Unicode text, which UTF-8
+    cannot carry) is sent as JSON's `\\udXXX` escape, for the API to refuse by name, rather than
+    failing here: in JSON text it can only stand inside a string, where that escape means it."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _trace_headers() -> dict[str, str] | None:

@@ -443,7 +443,7 @@ class ActionWorkflow:
 
     @register.validator
     def _check_register(self, request: Register) -> None:
-        _refusing(lambda: self._record.check_register(request.kind, request.params))
+        _refusing(lambda: self._record.check_register(request.kind, request.params, request.conversation_id))
 
     @workflow.update
     async def authorize(self, request: Authorize) -> ActionStatus:
@@ -539,7 +539,7 @@ class ActionWorkflow:
     def conflict(self, request: Register) -> str | None:
         """Why a repeated create would conflict (for records whose workflow has closed)."""
         try:
-            self._record.check_register(request.kind, request.params)
+            self._record.check_register(request.kind, request.params, request.conversation_id)
         except ControlRefused as error:
             return error.message
         return None

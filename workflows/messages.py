@@ -64,6 +64,8 @@ class ActionStart(BaseModel):
 class Register(BaseModel):
     kind: str
     params: dict[str, Any]
+    # The conversation the repeat comes from; None from a gateway of a release that did not send it.
+    conversation_id: str | None = None
     wait_s: float = Wait
 
 

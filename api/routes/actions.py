@@ -37,7 +37,8 @@ async def create_action(
     body: CreateAction, response: Response, caller: CallerDep, gateway: GatewayDep, wait: WaitS = 0
 ) -> ActionStatus:
     caller.may_use(body.conversation_id)
-    created, status = await gateway.create(caller.tenant, body, wait)
+    one_conversation = caller.conversation_id is not None
+    created, status = await gateway.create(caller.tenant, body, wait, one_conversation)
     if not created:
         response.status_code = 200
     return answered(status)

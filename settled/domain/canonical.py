@@ -30,6 +30,36 @@ from typing import Any
 _SAFE_INTEGER = 2**53 - 1
 
 
+def not_text(value: Any, path: str = "params") -> str | None:
+    """Where a JSON value holds a string (a value or an object's key) that is not valid Unicode text,
+    as a dotted path (`params.note`; a key itself named with escapes): a lone surrogate, which JSON's
+    `\\ud800` escape can carry and no UTF-8 text can. None when every string is text."""
+    if isinstance(value, str):
+        return None if is_text(value) else path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not is_text(str(key)):
+                return f"{path}.{str(key).encode('ascii', 'backslashreplace').decode()}"
+            found = not_text(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = not_text(item, f"{path}.{index}")
+            if found is not None:
+                return found
+    return None
+
+
+def is_text(value: str) -> bool:
+    """Whether a string is Unicode text (holds no lone surrogate): what UTF-8 can write."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def canonical_params(params: Any) -> str:
     """The canonical text of a JSON value (normally a kind's params object)."""
     return _write(_normal(params))
@@ -75,7 +105,9 @@ def _normal(value: Any) -> Any:
 
 def _write(value: Any) -> str:
     if isinstance(value, dict):
-        items = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be"))
+        # "surrogatepass": a key that is no Unicode text still sorts (such params are refused by name
+        # wherever they are sent, but deriving their id must not fail); text sorts as before.
+        items = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be", "surrogatepass"))
         return "{" + ",".join(f"{_text(key)}:{_write(item)}" for key, item in items) + "}"
     if isinstance(value, list):
         return "[" + ",".join(_write(item) for item in value) + "]"

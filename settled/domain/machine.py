@@ -33,6 +33,11 @@ LOG_LIMIT = 50
 RECONCILE_COALESCE = timedelta(seconds=1)
 
 
+# The refusal of a repeated create from a conversation the action does not belong to: an
+# `operation_conflict` to a caller who sees the tenant, nothing at all to one who sees one conversation.
+OTHER_CONVERSATION = "other_conversation"
+
+
 class ControlRefused(Exception):
     """A control that cannot apply. `code` is the contract's error code; "noop" means that the call
     is valid but changes nothing (answered 200 with the current status)."""
@@ -726,7 +731,14 @@ class ActionRecord(BaseModel):
 
     # -- controls ------------------------------------------------------------------------------
 
-    def check_register(self, kind: str, params: dict[str, Any]) -> None:
+    def check_register(self, kind: str, params: dict[str, Any], conversation_id: str | None = None) -> None:
+        """A repeated create meets this action only from its own conversation, with its kind and its
+        requested params. Another conversation learns nothing of it, not even whether kind and params
+        match (`conversation_id` None: a caller of a release that did not send it)."""
+        if conversation_id is not None and conversation_id != self.conversation_id:
+            raise ControlRefused(
+                OTHER_CONVERSATION, f"operation {self.operation_id} belongs to another conversation"
+            )
         # A record kept from before params were compared as values holds the earlier form's digest.
         digests = {params_digest(params), earlier_params_digest(params)}
         if kind != self.kind.name or self.requested_digest not in digests:

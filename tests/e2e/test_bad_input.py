@@ -168,6 +168,82 @@ def test_unknown_kinds_and_params_that_fail_the_schema_are_a_422(
     _nothing_recorded(api, sandbox, op, conversation)
 
 
+# JSON can carry a lone surrogate (`\\ud800`), which is no Unicode text: written raw, since no JSON
+# writer that checks its text would send one. `@OP` and `@CONV` are filled in.
+LONE = "\\ud800"
+_REFUND_RAW = '"order_id": "o-1", "amount": 25.5, "currency": "EUR"'
+
+
+def _raw_create(params: str, **fields: str) -> str:
+    body = {"operation_id": '"@OP"', "conversation_id": '"@CONV"', "kind": '"refund"', "authorized": "true"}
+    body.update(fields)
+    return (
+        "{" + ", ".join(f'"{name}": {value}' for name, value in body.items()) + f', "params": {{{params}}}}}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "code", "names"),
+    [
+        (_raw_create(f'{_REFUND_RAW}, "note": "{LONE}"'), "invalid_params", "params.note"),
+        (_raw_create(f'"order_id": "o-{LONE}", "amount": 1, "currency": "EUR"'), "invalid_params",
+         "params.order_id"),
+        (_raw_create('"order_id": "o-\\udc00x", "amount": 1, "currency": "EUR"'), "invalid_params",
+         "params.order_id"),  # a lone low surrogate
+        (_raw_create(f'{_REFUND_RAW}, "{LONE}": 1'), "invalid_params", "params.\\ud800"),  # in a key
+        (_raw_create(f'{_REFUND_RAW}, "a": {{"b": [1, {{"c{LONE}": 2}}]}}'), "invalid_params",
+         "params.a.b.1"),
+        (_raw_create(f'{_REFUND_RAW}, "a": [[{{"b": "{LONE}{LONE}"}}]]'), "invalid_params", "params.a.0.0.b"),
+        (_raw_create(_REFUND_RAW, authorized_by=f'"caller {LONE}"'), "invalid_request", "authorized_by"),
+        (_raw_create(_REFUND_RAW, kind=f'"refund{LONE}"'), "invalid_request", "kind"),
+        (_raw_create(_REFUND_RAW, conversation_id=f'"c-{LONE}"'), "invalid_request", "conversation_id"),
+        (_raw_create(_REFUND_RAW, operation_id=f'"op-{LONE}"'), "invalid_request", "operation_id"),
+        (_raw_create(_REFUND_RAW, **{LONE: "1"}), "invalid_request", ""),
+    ],
+)  # fmt: skip
+def test_text_that_is_not_unicode_is_a_422_naming_the_field_and_records_nothing(
+    api: httpx.Client, sandbox: Sandbox, raw: str, code: str, names: str
+) -> None:
+    op, conversation = new_id(), new_id("conv")
+    content = raw.replace("@OP", op).replace("@CONV", conversation).encode()
+    _error(api.post("/v1/actions", content=content, headers=JSON), 422, code, names)
+    _nothing_recorded(api, sandbox, op, conversation)
+
+
+def test_a_surrogate_pair_is_text(api: httpx.Client) -> None:
+    """The escapes of a character beyond the first plane, in a pair, are that character: accepted."""
+    op, conversation = new_id(), new_id("conv")
+    raw = _raw_create('"order_id": "o-\\ud83d\\ude00", "amount": 1, "currency": "EUR"', authorized="false")
+    content = raw.replace("@OP", op).replace("@CONV", conversation).encode()
+    created = api.post("/v1/actions", content=content, headers=JSON)
+    assert created.status_code == 201 and created.json()["params"]["order_id"] == "o-\U0001f600", created.text
+
+
+@pytest.mark.parametrize(
+    ("control", "raw", "code", "names"),
+    [
+        ("amend", f'{{"params": {{"room": "Ada", "day": "Fri{LONE}"}}}}', "invalid_params", "params.day"),
+        ("amend", f'{{"params": {{"room": "Ada", "{LONE}": "Fri"}}}}', "invalid_params", "params.\\ud800"),
+        ("authorize", f'{{"by": "{LONE}"}}', "invalid_request", "by"),
+        ("cancel", f'{{"by": "caller", "reason": "{LONE}"}}', "invalid_request", "reason"),
+        ("cancel", f'{{"by": "{LONE}"}}', "invalid_request", "by"),
+        ("presented", f'{{"channel": "voice", "text": "{LONE}", "completed": true}}', "invalid_request",
+         "text"),
+        ("presented", f'{{"channel": "voice{LONE}", "text": "hi", "completed": true}}', "invalid_request",
+         "channel"),
+    ],
+)  # fmt: skip
+def test_a_control_with_text_that_is_not_unicode_leaves_the_record_as_it_was(
+    api: httpx.Client, sandbox: Sandbox, control: str, raw: str, code: str, names: str
+) -> None:
+    op = create(api, "room_booking", BOOKING).json()["operation_id"]
+    before = status(api, op)
+    response = api.post(f"/v1/actions/{op}/{control}", content=raw.encode(), headers=JSON)
+    _error(response, 422, code, names)
+    assert status(api, op) == before
+    assert sandbox.requests(op) == []
+
+
 @pytest.mark.parametrize("wait", ["-1", "30.5", "31", "3600", "soon", "nan", "inf", "-inf"])
 def test_wait_out_of_range_is_a_422_on_every_route_that_waits(
     api: httpx.Client, sandbox: Sandbox, wait: str
@@ -347,6 +423,18 @@ def test_a_refused_control_leaves_the_record_as_it_was(
 def test_a_refused_event_records_nothing(api: httpx.Client, body: dict[str, Any], names: str) -> None:
     conversation = new_id("conv")
     _error(api.post(f"/v1/conversations/{conversation}/events", json=body), 422, "invalid_request", names)
+    _no_channel_event(api, conversation)
+
+
+def test_an_event_with_text_that_is_not_unicode_records_nothing(api: httpx.Client) -> None:
+    conversation = new_id("conv")
+    raw = f'{{"type": "channel_closed", "channel": "voice", "reason": "hung up {LONE}"}}'.encode()
+    response = api.post(f"/v1/conversations/{conversation}/events", content=raw, headers=JSON)
+    _error(response, 422, "invalid_request", "reason")
+    _no_channel_event(api, conversation)
+
+
+def _no_channel_event(api: httpx.Client, conversation: str) -> None:
     handoff = api.get(f"/v1/conversations/{conversation}/handoff").json()
     assert handoff["work"] == "idle" and handoff["channels"] == {"voice": "unused", "text": "unused"}
 

@@ -80,6 +80,10 @@ async def test_every_action_route_answers_a_closed_action_by_its_record(harness:
     assert repeat.json()["business_ref"] == booked["business_ref"]
     other = await api.post("/v1/actions", json={**same, "params": {"room": "Bo", "day": "Friday"}})
     assert (other.status_code, other.json()["error"]["code"]) == (409, "operation_conflict"), other.text
+    # From another conversation, even with its kind and params: refused, with nothing of the action.
+    elsewhere = await api.post("/v1/actions", json={**same, "conversation_id": new_id("conv")})
+    assert (elsewhere.status_code, elsewhere.json()["error"]["code"]) == (409, "operation_conflict")
+    assert booked["business_ref"] not in elsewhere.text and conversation_id not in elsewhere.text
 
     authorized = await api.post(f"/v1/actions/{op}/authorize", json={})
     assert authorized.status_code == 200 and authorized.json()["state"] == "confirmed", authorized.text

@@ -13,6 +13,7 @@ from settled.domain.canonical import (
     canonical_params,
     earlier_params_digest,
     earlier_params_text,
+    not_text,
     params_digest,
     same_params,
 )
@@ -125,3 +126,12 @@ def test_the_writer_is_the_rfc8785_library_s_on_any_json_value(value: object) ->
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_every_double_is_written_as_ecmascript_writes_it(number: float) -> None:
     assert canonical_params(number) == rfc8785.dumps(number).decode()
+
+
+def test_a_lone_surrogate_is_not_text_wherever_it_is() -> None:
+    """What JSON's escapes can carry and UTF-8 cannot: named by its path, a key by its escapes."""
+    assert not_text({"note": "fine é \U0001f600", "n": [1, {"k": None}]}) is None
+    assert not_text({"note": "x\ud800"}) == "params.note"
+    assert not_text({"a": [0, {"b": "\udc00"}]}) == "params.a.1.b"
+    assert not_text({"\ud800x": 1}) == "params.\\ud800x"
+    assert not_text(["\ud83d"], "args") == "args.0"

@@ -8,7 +8,7 @@ import pytest
 from settled.domain.canonical import earlier_params_digest
 from settled.domain.handoff import fully_presented
 from settled.domain.kinds import load_kinds
-from settled.domain.machine import ActionRecord, ControlRefused, NewAction, Step
+from settled.domain.machine import OTHER_CONVERSATION, ActionRecord, ControlRefused, NewAction, Step
 from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.domain.states import State
 
@@ -231,6 +231,19 @@ def test_registration_conflicts_on_other_params() -> None:
     with pytest.raises(ControlRefused) as refused:
         action.check_register("room_booking", {"room": "Ada", "day": "Fri"})
     assert refused.value.code == "operation_conflict"
+
+
+def test_a_repeat_from_another_conversation_learns_nothing_of_the_action() -> None:
+    """Refused before kind and params are compared, in words that name neither the other conversation
+    nor anything the action holds."""
+    action = record()  # conversation "c", a booking of Ada on Thu
+    action.check_register("room_booking", {"room": "Ada", "day": "Thu"}, "c")
+    for kind, params in (("room_booking", {"room": "Ada", "day": "Thu"}), ("refund", {})):
+        with pytest.raises(ControlRefused) as refused:
+            action.check_register(kind, params, "c-other")
+        assert refused.value.code == OTHER_CONVERSATION
+        assert not {"Ada", "Thu", "room_booking", '"c"'} & set(refused.value.message.split())
+    assert action.registrations == 0
 
 
 def test_a_repeat_compares_params_as_json_values() -> None:

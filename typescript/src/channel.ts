@@ -188,7 +188,20 @@ export class SettledChannel {
     return `Not recorded: there is no tool '${tool}' (the tools: ${known}). Nothing was sent.`;
   }
 
-  authorize(operationId: string): Promise<ActionStatus> {
+  /**
+   * Throws `not_found` unless the action is this conversation's: a model may be handed any id, and
+   * another conversation's action is not read on nor acted on here, as the API answers a
+   * conversation token (the same error, nothing of that action).
+   */
+  async #own(operationId: string): Promise<void> {
+    const found = await this.client.get(operationId);
+    if (found.conversation_id !== this.conversationId) {
+      throw new SettledAPIError("not_found", "no such operation or conversation", 404);
+    }
+  }
+
+  async authorize(operationId: string): Promise<ActionStatus> {
+    await this.#own(operationId);
     return this.client.authorize(operationId, `${this.channel} caller`, this.waitS);
   }
 
@@ -198,6 +211,9 @@ export class SettledChannel {
       this.told(status);
       return toolAnswer(status);
     } catch (error) {
+      if (error instanceof SettledAPIError && error.code === "not_found") {
+        return `There is no request ${operationId} in this conversation. Nothing was authorized.`;
+      }
       if (error instanceof SettledError) return errorAnswer(error);
       throw error;
     }
@@ -205,7 +221,10 @@ export class SettledChannel {
 
   /** What a "did you do it?" tells of, after checking the business system now: one request, or all of the conversation's. */
   async check(operationId?: string): Promise<ActionStatus[]> {
-    if (operationId) return [await this.client.reconciled(operationId, this.waitS)];
+    if (operationId) {
+      await this.#own(operationId);
+      return [await this.client.reconciled(operationId, this.waitS)];
+    }
     return (await this.client.reconciledIn(this.conversationId, this.waitS)).actions;
   }
 

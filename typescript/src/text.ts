@@ -139,6 +139,13 @@ export function errorAnswer(error: SettledError): string {
   if (error instanceof SettledAPIError && (error.code === "invalid_params" || error.code === "invalid_request")) {
     return `Not recorded: the details are not valid (${error.detail}). Nothing was sent.`;
   }
+  if (error.code === "operation_conflict") {
+    // Asking again cannot help: the id is another request's. Nothing of that request is told.
+    return (
+      "Not recorded: its operation id belongs to another request (operation_conflict). Nothing " +
+      "was sent for this one. Do not say it is done."
+    );
+  }
   return (
     `Could not confirm the request was recorded (${error.code}). Do not say it is done. ` +
     "Calling again with the same details is safe: it cannot create a second request."

@@ -68,6 +68,9 @@ test("a browser agent with a conversation token works its own conversation, and 
   await refused(settled.handoff(newId("conv")), "forbidden", 403);
   await refused(settled.get(ELSEWHERE), "not_found", 404);
   await refused(settled.cancel(ELSEWHERE), "not_found", 404);
+  // A create that names it (its very kind and params) is the same 404: nothing of it comes back.
+  const booking = { room: "Ada", day: "Thursday" };
+  await refused(settled.createAction(CONVERSATION, "room_booking", booking, { operationId: ELSEWHERE }), "not_found", 404);
   await refused(settled.amend(operationId, { ...params, amount: 1 }), "forbidden", 403);
 
   // An expired token opens nothing.

@@ -40,7 +40,7 @@ from settled.domain.models import ActionStatus
 from settled.domain.states import IN_PROGRESS, State
 
 # Refusals of the API that are the caller's to fix: the text names the field.
-_REFUSED = frozenset({"invalid_params", "invalid_request", "not_found"})
+_REFUSED = frozenset({"invalid_params", "invalid_request", "not_found", "operation_conflict"})
 _STATUS_SCHEMA = ActionStatus.model_json_schema()
 _STATUSES_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -16,6 +16,7 @@ from settled.api.edges.inprocess import edge_client, offered_kinds
 from settled.api.errors import error_response
 
 from settled.client import SettledError
+from settled.domain.canonical import is_text
 
 log = logging.getLogger("settled.api.edges.platforms")
 
@@ -158,7 +159,8 @@ async def record_channel_event(
             api_key,
             conversation_id,
             type_,
-            reason if isinstance(reason, str) and reason else None,
+            # A reason that is no Unicode text is dropped, not let refuse the event itself.
+            reason if isinstance(reason, str) and reason and is_text(reason) else None,
         )
     except SettledError as error:
         if worth_a_retry(error):

@@ -34,10 +34,14 @@ from settled.api.edges.platforms.webhooks import (
     signing_secrets,
     tenant_api_key,
 )
+from settled.api.errors import AnyTextJSONResponse
 
 from settled.runtime.config import Settings
 
-router = APIRouter(prefix="/v1/platforms/elevenlabs", tags=["platforms"])
+# Its answers may echo what the platform sent (a tool call id, an id a model named), whatever the text.
+router = APIRouter(
+    prefix="/v1/platforms/elevenlabs", tags=["platforms"], default_response_class=AnyTextJSONResponse
+)
 
 WEBHOOK_SECRET = "SETTLED_ELEVENLABS_WEBHOOK_SECRET"
 CONVERSATION_VARIABLE = "system__conversation_id"

@@ -26,10 +26,14 @@ from settled.api.edges.platforms.webhooks import (
     signing_secrets,
     tenant_api_key,
 )
+from settled.api.errors import AnyTextJSONResponse
 
 from settled.runtime.config import Settings
 
-router = APIRouter(prefix="/v1/platforms/retell", tags=["platforms"])
+# Its answers may echo what the platform sent (a tool call id, an id a model named), whatever the text.
+router = APIRouter(
+    prefix="/v1/platforms/retell", tags=["platforms"], default_response_class=AnyTextJSONResponse
+)
 
 API_KEY = "SETTLED_RETELL_API_KEY"
 _SIGNATURE = re.compile(r"v=(\d{1,16}),d=([0-9a-f]{64})")

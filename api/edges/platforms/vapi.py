@@ -28,11 +28,13 @@ from settled.api.edges.platforms.webhooks import (
     optional_secret,
     refused,
 )
+from settled.api.errors import AnyTextJSONResponse
 
 from settled.business.secrets import SecretError
 
 log = logging.getLogger("settled.api.edges.platforms")
-router = APIRouter(prefix="/v1/platforms", tags=["platforms"])
+# Its answers may echo what the platform sent (a tool call id, an id a model named), whatever the text.
+router = APIRouter(prefix="/v1/platforms", tags=["platforms"], default_response_class=AnyTextJSONResponse)
 
 HMAC_SECRET = "SETTLED_VAPI_HMAC_SECRET"
 # A timestamp this large is in milliseconds (seconds will not reach it before the year 5138).
