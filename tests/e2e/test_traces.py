@@ -35,6 +35,9 @@ KINDS = {
         "refund", {**FAST, "auth": {"type": "bearer", "token": "{secret.REFUND_TOKEN}"}}
     ),
 }
+# The HTTP attribute names OpenTelemetry's stable conventions replaced.
+DEPRECATED = {"http.method", "http.status_code", "http.target", "http.url", "http.scheme", "http.host"}
+DEPRECATED |= {"http.flavor", "http.user_agent", "http.server_name", "net.peer.ip", "net.host.port"}
 ENV = {
     "REFUND_TOKEN": TOKEN,
     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
@@ -118,20 +121,37 @@ async def test_an_interrupted_refund_is_one_connected_trace(
     for prefix in ("POST /v1/actions", "StartWorkflow:Action", "RunWorkflow:Action", "RunActivity:dispatch"):
         assert _named(spans, prefix), f"no {prefix} span in {sorted({s.name for s in spans})}"
     dispatch = _named(spans, "settled.dispatch secret_refund")[0]
+    sandbox = httpx.URL(traced_stack.sandbox_url)
+    # A client span by the stable HTTP conventions: where the request went, never its query.
+    where = {"http.request.method": "POST", "server.address": sandbox.host, "server.port": sandbox.port}
     assert dispatch.attributes == {
         "settled.call": "dispatch",
         "settled.operation_id": op,
         "settled.kind": "secret_refund",
         "settled.attempt": 0,  # no dispatch of it before this one
         "settled.code_kind": False,
-        "settled.outcome": "unknown",
+        "settled.outcome": "unknown",  # the answer was lost: no status code
+        **where,
+        "url.full": dispatch.attributes["url.full"],
     }
+    assert dispatch.attributes["url.full"].startswith(f"{traced_stack.sandbox_url}/")
+    assert "?" not in dispatch.attributes["url.full"]
     # A route that answered of an action names it and the state it reached.
     presented = _named(spans, "POST /v1/actions/{operation_id}/presented")[0].attributes
     assert (presented["settled.operation_id"], presented["settled.state"]) == (op, "confirmed")
     assert presented["settled.kind"] == "secret_refund"
     lookup = _named(spans, "settled.lookup secret_refund")[0]
     assert lookup.attributes["http.response.status_code"] == 200 and lookup.start_ns > dispatch.end_ns
+    assert {"http.request.method", "server.address", "server.port", "url.full"} <= lookup.attributes.keys()
+    # The API's server spans by the stable HTTP conventions, and no deprecated name anywhere.
+    route = _named(spans, "POST /v1/actions/{operation_id}/presented")[0].attributes
+    assert route["http.request.method"] == "POST" and route["http.response.status_code"] == 200
+    assert route["http.route"] == "/v1/actions/{operation_id}/presented"
+    assert route["url.path"] == f"/v1/actions/{op}/presented" and route["url.scheme"] == "http"
+    assert route["client.address"] == "127.0.0.1"
+    for span in receiver.spans:
+        assert not span.attributes.keys() & DEPRECATED, (span.name, span.attributes)
+        assert "(not recorded)" not in span.attributes.values(), (span.name, span.attributes)
     if os.environ.get("SETTLED_TRACE_EXPORT"):  # docs/tracing.md's picture is drawn from this file
         tool_span = tool_spans.get_finished_spans()[0]
         agent = {"service": "the agent", "name": tool_span.name, "span_id": tool_id, "parent_id": None}
