@@ -4,6 +4,7 @@ through the API, the workflow, the dispatch whose answer is lost, the lookup tha
 receiver over HTTP. The sandbox's request log shows the service saw the trace; no span holds a
 param, a secret, a sentence or a query string."""
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -235,3 +236,91 @@ def test_off_unless_configured_nothing_is_carried(api: httpx.Client, sandbox: Sa
     create(api, "refund", REFUND, operation_id=op, authorized=True, wait=5)
     requests = wait_for(lambda: sandbox.requests(op), what="the refund's request")
     assert [r["traceparent"] for r in requests] == [None]
+
+
+@pytest.fixture
+def pipecat_spans() -> Iterator[InMemorySpanExporter]:
+    """Pipecat's tracer (`trace.get_tracer("pipecat")`, the global provider) exporting to memory, for
+    this test only: the global provider is set for it and put back after, as OpenTelemetry's own
+    test utilities do."""
+    pytest.importorskip("pipecat", reason="Pipecat is not installed: settled[pipecat]")
+    from opentelemetry.util._once import Once
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    previous = trace._TRACER_PROVIDER
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace.set_tracer_provider(provider)
+    yield spans
+    trace._TRACER_PROVIDER = previous
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+
+
+async def test_pipecat_s_llm_span_parents_the_tool_call_s_action_trace(
+    traced_stack: Stack, traced_sandbox: Sandbox, receiver: Receiver, pipecat_spans: InMemorySpanExporter
+) -> None:
+    """Pipecat's own LLM span (its `traced_llm`, as its LLM services wear it, on a scripted LLM, in
+    a pipeline with Pipecat's tracing on) is current when Pipecat runs the tool call: the API's
+    create span is its child, and the request to the business service carries its trace."""
+    from pipecat.frames.frames import EndFrame
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.pipeline.worker import PipelineWorker
+    from pipecat.processors.aggregators.llm_context import LLMContext
+    from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+    from pipecat.utils.tracing.service_decorators import traced_llm
+    from pipecat.workers.runner import WorkerRunner
+    from settled.adapters.pipecat import SettledPipecat
+
+    from examples.pipecat_refund import ScriptedLLM, ScriptedTTS, say
+
+    class TracedLLM(ScriptedLLM):
+        @traced_llm
+        async def _respond(self, context: Any) -> None:
+            await super()._respond(context)
+
+    conversation, order = new_id("conv"), new_id("order")
+    params = {"order_id": order, "amount": 12, "currency": "EUR"}
+    kinds = load_action_kinds(traced_stack.config, names=["refund"])
+    async with SettledClient(traced_stack.api_url) as client:
+        llm = TracedLLM(RefundScript(refund=params), call_prefix="p")
+        bridge = SettledPipecat(client, conversation, kinds, wait_s=5, authorize_on_call=True)
+        bridge.register(llm)
+        context = LLMContext([{"role": "system", "content": "refunds"}], tools=bridge.tools_schema())
+        pair = LLMContextAggregatorPair(context)
+        pipeline = Pipeline([pair.user(), llm, ScriptedTTS(), pair.assistant()])
+        worker = PipelineWorker(
+            pipeline, observers=[bridge.observer()], cancel_on_idle_timeout=False, enable_tracing=True
+        )
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        running = asyncio.create_task(runner.run())
+        try:
+            await say(worker, llm, f"Please refund order {order}.")
+            operation_id = derived_operation_id(conversation, "refund", params)
+            await client.await_settled(operation_id, timeout_s=30)
+        finally:
+            await worker.queue_frame(EndFrame())
+            await asyncio.wait_for(running, 20)
+            await bridge.aclose()
+
+    [write] = [row for row in traced_sandbox.requests(operation_id) if row["op"] == "create"]
+    trace_id = write["traceparent"].split("-")[1]
+    llm_spans = {
+        format(span.context.span_id, "016x")
+        for span in pipecat_spans.get_finished_spans()
+        if span.name == "llm" and format(span.context.trace_id, "032x") == trace_id
+    }
+    assert llm_spans, (
+        write["traceparent"],
+        [(s.name, format(s.context.trace_id, "032x")) for s in pipecat_spans.get_finished_spans()],
+    )
+
+    def created() -> list[ReceivedSpan]:
+        return [
+            span
+            for span in receiver.of_trace(trace_id)
+            if span.name.startswith("POST /v1/actions") and span.parent_id in llm_spans
+        ]
+
+    wait_for(created, timeout_s=30, what="the API's create span under Pipecat's llm span")
