@@ -2,7 +2,9 @@
 
 The SDK reports a failed connection as one long line of its transport's internals ("h2 protocol error
 FRAME_SIZE_ERROR", "InvalidCertificate(UnknownIssuer)"). `why_unreachable` turns it into the cause and
-the setting that fixes it, scrubbed of every secret the connection holds.
+the setting that fixes it, scrubbed of every secret the connection holds: the names a certificate
+really holds, rustls's words for a local mistake in an operator's, and, where the words do not tell,
+what the port itself answers (TLS, plaintext gRPC, or HTTP/1 from a web server or a proxy's HTTP port).
 """
 
 import asyncio
