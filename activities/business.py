@@ -161,6 +161,7 @@ class BusinessActivities:
             outgoing = build(call.kind, role, _values(call), read_secret)
         except SecretError as error:  # unset since start-up: nothing was sent
             return lost("not_connected", str(error))
+        tracing.request(outgoing.method, outgoing.url, outgoing.secrets)
         try:
             response = await _heartbeating(
                 self._http.request(

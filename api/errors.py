@@ -60,6 +60,8 @@ def _location(loc: tuple[object, ...]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(GatewayError)
     async def settled_error(_: Request, error: GatewayError) -> JSONResponse:
+        if error.code == "temporal_refused":  # to a channel, Temporal refusing settled is unavailability
+            return error_response(503, "temporal_unavailable", error.message)
         return error_response(GATEWAY_STATUS.get(error.code, 400), error.code, error.message)
 
     @app.exception_handler(RequestValidationError)

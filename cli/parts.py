@@ -14,7 +14,7 @@ from settled.business.startup import prepare
 from settled.domain.kinds import load_kinds
 from settled.runtime.config import Settings
 from settled.runtime.logs import configure as configure_logs
-from settled.runtime.stack import Ports, Stack, StackError, ensure_free
+from settled.runtime.stack import Ports, Stack, StackError, ensure_free, without_otel
 
 
 def _fail(message: str) -> None:
@@ -99,7 +99,7 @@ def server(args: argparse.Namespace) -> None:
         ensure_free(args.ui_port, "Temporal UI", "--ui-port")
     except StackError as error:
         _fail(str(error))
-    process = subprocess.Popen(stack.server_argv())
+    process = subprocess.Popen(stack.server_argv(), env=without_otel(os.environ))
     stop = _stop_event()
     print(f"Temporal dev server on {stack.temporal_address}, UI on {stack.ui_url}", flush=True)
     while not stop.wait(0.5) and process.poll() is None:

@@ -18,7 +18,12 @@ from settled.gateway.creating import Creating
 from settled.gateway.errors import ANSWER_GRACE_S, GatewayError, unless_missing
 from settled.gateway.health import Health
 from settled.gateway.link import Link
-from settled.gateway.reach import keep_api_key_current, why_unreachable
+from settled.gateway.reach import (
+    keep_api_key_current,
+    refused_credentials,
+    tls_without_host_check,
+    why_unreachable,
+)
 from settled.workflows.conversation import IDLE_CLOSE_AFTER
 from temporalio.client import Client
 from temporalio.runtime import Runtime
@@ -39,6 +44,8 @@ async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
     is one line naming the cause and the setting that fixes it (settled.gateway.reach)."""
     options = settings.temporal.connect_options()
     options.update(target_host=settings.temporal_address, namespace=settings.namespace)
+    if settings.temporal.uses_tls and settings.temporal.disable_host_verification:
+        options["tls"] = await tls_without_host_check(settings.temporal)
     try:
         client = await Client.connect(
             **options,
@@ -48,7 +55,9 @@ async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
         )
     except (RuntimeError, RPCError) as error:  # the SDK's core reports connection failures this way
         why = await why_unreachable(settings.temporal, error)
-        raise GatewayError("temporal_unavailable", why) from None
+        raise GatewayError(
+            "temporal_refused" if refused_credentials(error) else "temporal_unavailable", why
+        ) from None
     keep_api_key_current(client, settings.temporal)
     return client
 

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from settled.domain.models import WAIT_MAX_S
 from settled.domain.urls import http_url_problem
+from settled.runtime import tracing
 from settled.runtime.connection import API_KEY_FILE, Connection, ConnectionSettingsError, load_connection
 
 _TENANT = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -145,6 +146,9 @@ class Settings:
             connection = load_connection(env)
         except ConnectionSettingsError as error:
             raise SettingsError(str(error)) from None
+        traces = tracing.problem(env)
+        if traces is not None:
+            raise SettingsError(traces)
         address = connection.address
         # Named as the operator set it: settled's variable, else Temporal's (or its profile).
         address_from = (

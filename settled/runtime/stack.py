@@ -62,6 +62,12 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def without_otel(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for the Temporal dev server: OpenTelemetry's variables configure settled's own traces,
+    and the dev server refuses values settled takes (`OTEL_TRACES_EXPORTER=console`)."""
+    return {name: value for name, value in env.items() if not name.startswith("OTEL_")}
+
+
 def free_port(taken: frozenset[int] = frozenset()) -> int:
     """A loopback port nothing listens on now, not in `taken`."""
     low = _ephemeral_low()
@@ -309,7 +315,8 @@ class Stack:
         return [sys.executable, "-m", "settled", *args]
 
     def _spawn(self, name: str, argv: list[str]) -> Child:
-        child = Child(name, argv, self.env(), self.data_dir / "logs" / f"{name}.log").start()
+        env = without_otel(self.env()) if name == "temporal" else self.env()
+        child = Child(name, argv, env, self.data_dir / "logs" / f"{name}.log").start()
         self.children[name] = child
         return child
 
@@ -366,7 +373,7 @@ class Stack:
             "--retention", NAMESPACE_RETENTION, "--address", self.temporal_address,
         ]  # fmt: skip
         deadline = time.monotonic() + 30
-        while subprocess.run(argv, capture_output=True, env=self.env()).returncode != 0:
+        while subprocess.run(argv, capture_output=True, env=without_otel(self.env())).returncode != 0:
             if time.monotonic() > deadline:
                 raise StackError("could not set the namespace retention on the Temporal dev server")
             time.sleep(0.2)

@@ -1,8 +1,9 @@
-"""An OTLP/HTTP trace receiver for tests: what a collector receives, decoded with OpenTelemetry's own
-protobuf types (`opentelemetry-proto`), kept in memory and handed out as plain spans."""
+"""An OTLP trace receiver for tests (over HTTP, or gRPC): what a collector receives, decoded with
+OpenTelemetry's own protobuf types (`opentelemetry-proto`), kept in memory and handed out as plain spans."""
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -108,3 +109,25 @@ class Receiver:
         finally:
             server.shutdown()
             server.server_close()
+
+    @contextmanager
+    def running_grpc(self) -> Iterator["Receiver"]:
+        """The same receiver over OTLP/gRPC (`opentelemetry-proto`'s TraceService, served by grpcio)."""
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+        receiver = self
+
+        class Service(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
+                receiver._receive(request.SerializeToString())
+                return ExportTraceServiceResponse()
+
+        server = grpc.server(ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
+        self.port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            yield self
+        finally:
+            server.stop(grace=None)

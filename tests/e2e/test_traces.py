@@ -4,6 +4,7 @@ through the API, the workflow, the dispatch whose answer is lost, the lookup tha
 receiver over HTTP. The sandbox's request log shows the service saw the trace; no span holds a
 param, a secret, a sentence or a query string."""
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -35,6 +36,9 @@ KINDS = {
         "refund", {**FAST, "auth": {"type": "bearer", "token": "{secret.REFUND_TOKEN}"}}
     ),
 }
+# The HTTP attribute names OpenTelemetry's stable conventions replaced.
+DEPRECATED = {"http.method", "http.status_code", "http.target", "http.url", "http.scheme", "http.host"}
+DEPRECATED |= {"http.flavor", "http.user_agent", "http.server_name", "net.peer.ip", "net.host.port"}
 ENV = {
     "REFUND_TOKEN": TOKEN,
     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
@@ -118,20 +122,37 @@ async def test_an_interrupted_refund_is_one_connected_trace(
     for prefix in ("POST /v1/actions", "StartWorkflow:Action", "RunWorkflow:Action", "RunActivity:dispatch"):
         assert _named(spans, prefix), f"no {prefix} span in {sorted({s.name for s in spans})}"
     dispatch = _named(spans, "settled.dispatch secret_refund")[0]
+    sandbox = httpx.URL(traced_stack.sandbox_url)
+    # A client span by the stable HTTP conventions: where the request went, never its query.
+    where = {"http.request.method": "POST", "server.address": sandbox.host, "server.port": sandbox.port}
     assert dispatch.attributes == {
         "settled.call": "dispatch",
         "settled.operation_id": op,
         "settled.kind": "secret_refund",
         "settled.attempt": 0,  # no dispatch of it before this one
         "settled.code_kind": False,
-        "settled.outcome": "unknown",
+        "settled.outcome": "unknown",  # the answer was lost: no status code
+        **where,
+        "url.full": dispatch.attributes["url.full"],
     }
+    assert dispatch.attributes["url.full"].startswith(f"{traced_stack.sandbox_url}/")
+    assert "?" not in dispatch.attributes["url.full"]
     # A route that answered of an action names it and the state it reached.
     presented = _named(spans, "POST /v1/actions/{operation_id}/presented")[0].attributes
     assert (presented["settled.operation_id"], presented["settled.state"]) == (op, "confirmed")
     assert presented["settled.kind"] == "secret_refund"
     lookup = _named(spans, "settled.lookup secret_refund")[0]
     assert lookup.attributes["http.response.status_code"] == 200 and lookup.start_ns > dispatch.end_ns
+    assert {"http.request.method", "server.address", "server.port", "url.full"} <= lookup.attributes.keys()
+    # The API's server spans by the stable HTTP conventions, and no deprecated name anywhere.
+    route = _named(spans, "POST /v1/actions/{operation_id}/presented")[0].attributes
+    assert route["http.request.method"] == "POST" and route["http.response.status_code"] == 200
+    assert route["http.route"] == "/v1/actions/{operation_id}/presented"
+    assert route["url.path"] == f"/v1/actions/{op}/presented" and route["url.scheme"] == "http"
+    assert route["client.address"] == "127.0.0.1"
+    for span in receiver.spans:
+        assert not span.attributes.keys() & DEPRECATED, (span.name, span.attributes)
+        assert "(not recorded)" not in span.attributes.values(), (span.name, span.attributes)
     if os.environ.get("SETTLED_TRACE_EXPORT"):  # docs/tracing.md's picture is drawn from this file
         tool_span = tool_spans.get_finished_spans()[0]
         agent = {"service": "the agent", "name": tool_span.name, "span_id": tool_id, "parent_id": None}
@@ -215,3 +236,91 @@ def test_off_unless_configured_nothing_is_carried(api: httpx.Client, sandbox: Sa
     create(api, "refund", REFUND, operation_id=op, authorized=True, wait=5)
     requests = wait_for(lambda: sandbox.requests(op), what="the refund's request")
     assert [r["traceparent"] for r in requests] == [None]
+
+
+@pytest.fixture
+def pipecat_spans() -> Iterator[InMemorySpanExporter]:
+    """Pipecat's tracer (`trace.get_tracer("pipecat")`, the global provider) exporting to memory, for
+    this test only: the global provider is set for it and put back after, as OpenTelemetry's own
+    test utilities do."""
+    pytest.importorskip("pipecat", reason="Pipecat is not installed: settled[pipecat]")
+    from opentelemetry.util._once import Once
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    previous = trace._TRACER_PROVIDER
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace.set_tracer_provider(provider)
+    yield spans
+    trace._TRACER_PROVIDER = previous
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+
+
+async def test_pipecat_s_llm_span_parents_the_tool_call_s_action_trace(
+    traced_stack: Stack, traced_sandbox: Sandbox, receiver: Receiver, pipecat_spans: InMemorySpanExporter
+) -> None:
+    """Pipecat's own LLM span (its `traced_llm`, as its LLM services wear it, on a scripted LLM, in
+    a pipeline with Pipecat's tracing on) is current when Pipecat runs the tool call: the API's
+    create span is its child, and the request to the business service carries its trace."""
+    from pipecat.frames.frames import EndFrame
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.pipeline.worker import PipelineWorker
+    from pipecat.processors.aggregators.llm_context import LLMContext
+    from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+    from pipecat.utils.tracing.service_decorators import traced_llm
+    from pipecat.workers.runner import WorkerRunner
+    from settled.adapters.pipecat import SettledPipecat
+
+    from examples.pipecat_refund import ScriptedLLM, ScriptedTTS, say
+
+    class TracedLLM(ScriptedLLM):
+        @traced_llm
+        async def _respond(self, context: Any) -> None:
+            await super()._respond(context)
+
+    conversation, order = new_id("conv"), new_id("order")
+    params = {"order_id": order, "amount": 12, "currency": "EUR"}
+    kinds = load_action_kinds(traced_stack.config, names=["refund"])
+    async with SettledClient(traced_stack.api_url) as client:
+        llm = TracedLLM(RefundScript(refund=params), call_prefix="p")
+        bridge = SettledPipecat(client, conversation, kinds, wait_s=5, authorize_on_call=True)
+        bridge.register(llm)
+        context = LLMContext([{"role": "system", "content": "refunds"}], tools=bridge.tools_schema())
+        pair = LLMContextAggregatorPair(context)
+        pipeline = Pipeline([pair.user(), llm, ScriptedTTS(), pair.assistant()])
+        worker = PipelineWorker(
+            pipeline, observers=[bridge.observer()], cancel_on_idle_timeout=False, enable_tracing=True
+        )
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        running = asyncio.create_task(runner.run())
+        try:
+            await say(worker, llm, f"Please refund order {order}.")
+            operation_id = derived_operation_id(conversation, "refund", params)
+            await client.await_settled(operation_id, timeout_s=30)
+        finally:
+            await worker.queue_frame(EndFrame())
+            await asyncio.wait_for(running, 20)
+            await bridge.aclose()
+
+    [write] = [row for row in traced_sandbox.requests(operation_id) if row["op"] == "create"]
+    trace_id = write["traceparent"].split("-")[1]
+    llm_spans = {
+        format(span.context.span_id, "016x")
+        for span in pipecat_spans.get_finished_spans()
+        if span.name == "llm" and format(span.context.trace_id, "032x") == trace_id
+    }
+    assert llm_spans, (
+        write["traceparent"],
+        [(s.name, format(s.context.trace_id, "032x")) for s in pipecat_spans.get_finished_spans()],
+    )
+
+    def created() -> list[ReceivedSpan]:
+        return [
+            span
+            for span in receiver.of_trace(trace_id)
+            if span.name.startswith("POST /v1/actions") and span.parent_id in llm_spans
+        ]
+
+    wait_for(created, timeout_s=30, what="the API's create span under Pipecat's llm span")

@@ -6,7 +6,9 @@ One nginx serves three doors to one dev server:
 - `tls`: TLS with a private CA, the server's certificate valid only for `SERVER_NAME` (clients need
   the CA and the server-name override);
 - `mtls`: the same, and a client certificate signed by the CA is required;
-- `api_key`: the same TLS, and `authorization: Bearer <key>` is required.
+- `api_key`: the same TLS, and `authorization: Bearer <key>` is required;
+- `v1`: TLS with a server certificate of X.509 version 1 (which rustls refuses);
+- `http`: a plain HTTP/1 port (a web server's, not gRPC).
 
 A refusal is a trailers-only gRPC answer (`grpc-status 16`): a plain HTTP error reaches a gRPC client
 as a protocol error, not as a refusal.
@@ -63,9 +65,18 @@ def _signed(folder: Path, name: str, ca: str, subject: str, extensions: str) -> 
     openssl("x509", "-req", "-in", f"{name}.csr", *authority, *signed, cwd=folder)
 
 
+def _signed_v1(folder: Path, name: str, ca: str, subject: str) -> None:
+    """A certificate without extensions, which openssl issues as X.509 version 1."""
+    keys = ("-keyout", f"{name}.key", "-out", f"{name}.csr")
+    openssl("req", *_NEW_KEY, *keys, "-subj", subject, cwd=folder)
+    authority = ("-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial")
+    openssl("x509", "-req", "-in", f"{name}.csr", *authority, "-out", f"{name}.crt", "-days", "2", cwd=folder)
+
+
 def make_certificates(folder: Path) -> Certificates:
     """A private CA; a server certificate for SERVER_NAME only (not 127.0.0.1); a client certificate
-    it signed; and a client certificate signed by another CA, which the proxy does not trust."""
+    it signed; a client certificate signed by another CA, which the proxy does not trust; and a server
+    certificate of X.509 version 1."""
     folder.mkdir(parents=True, exist_ok=True)
     _authority(folder, "ca", "/CN=settled test CA")
     _authority(folder, "other-ca", "/CN=another CA")
@@ -73,6 +84,7 @@ def make_certificates(folder: Path) -> Certificates:
             f"subjectAltName=DNS:{SERVER_NAME}\nextendedKeyUsage=serverAuth\n")  # fmt: skip
     _signed(folder, "client", "ca", "/CN=settled worker", "extendedKeyUsage=clientAuth\n")
     _signed(folder, "stranger", "other-ca", "/CN=stranger", "extendedKeyUsage=clientAuth\n")
+    _signed_v1(folder, "server-v1", "ca", f"/CN={SERVER_NAME}")
     return Certificates(folder)
 
 
@@ -93,12 +105,20 @@ _REFUSE = """
     }}"""
 
 
-def _server(port: int, upstream: int, certs: Certificates, guard: str, refusal: str, extra: str = "") -> str:
+def _server(
+    port: int,
+    upstream: int,
+    certs: Certificates,
+    guard: str,
+    refusal: str,
+    extra: str = "",
+    cert: str = "server",
+) -> str:
     return f"""
   server {{
     listen 127.0.0.1:{port} ssl http2;
-    ssl_certificate {certs.cert("server")};
-    ssl_certificate_key {certs.key("server")};
+    ssl_certificate {certs.cert(cert)};
+    ssl_certificate_key {certs.key(cert)};
     {extra}
     location / {{
       {guard}
@@ -113,6 +133,8 @@ class Proxy:
     tls_port: int
     mtls_port: int
     api_key_port: int
+    v1_port: int
+    http_port: int
     child: Child
 
     def address(self, door: str) -> str:
@@ -125,9 +147,9 @@ class Proxy:
 def start_proxy(folder: Path, upstream: int, certs: Certificates, api_key: str) -> Proxy:
     folder.mkdir(parents=True, exist_ok=True)
     taken: set[int] = set()
-    for _ in range(3):
+    for _ in range(5):
         taken.add(free_port(frozenset(taken)))
-    tls, mtls, keyed = sorted(taken)
+    tls, mtls, keyed, v1, http = sorted(taken)
     temp = folder / "temp"
     temp.mkdir(exist_ok=True)
     servers = "".join(
@@ -142,6 +164,8 @@ def start_proxy(folder: Path, upstream: int, certs: Certificates, api_key: str) 
             _server(
                 keyed, upstream, certs, "if ($api_key_ok = 0) { return 418; }", "Request unauthorized."
             ),
+            _server(v1, upstream, certs, "", "refused", cert="server-v1"),
+            f"\n  server {{\n    listen 127.0.0.1:{http};\n    location / {{ return 404; }}\n  }}",
         )
     )  # fmt: skip
     user = "user root;" if os.geteuid() == 0 else ""
@@ -175,7 +199,7 @@ http {{
     path.write_text(config)
     child = Child("nginx", [nginx_binary(), "-c", str(path), "-p", str(folder)], dict(os.environ),
                   folder / "nginx.log").start()  # fmt: skip
-    proxy = Proxy(tls, mtls, keyed, child)
+    proxy = Proxy(tls, mtls, keyed, v1, http, child)
     for port in taken:
         wait_until(lambda port=port: _listening(port), 15, "nginx", child)
     return proxy

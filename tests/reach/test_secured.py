@@ -240,13 +240,95 @@ def test_a_server_certificate_the_client_does_not_trust_is_refused(secured: Secu
     )
 
 
-def test_a_wrong_server_name_is_refused_naming_the_certificates_name(secured: Secured) -> None:
+def test_a_wrong_server_name_is_refused_naming_only_the_names_the_certificate_holds(secured: Secured) -> None:
     env = secured.env("tls", TEMPORAL_TLS_SERVER_CA_CERT_PATH=str(secured.certs.ca))
-    _refused(settled(env, "worker"), f"valid for {SERVER_NAME}", "TEMPORAL_TLS_SERVER_NAME")
+    line = _refused(
+        settled(env, "worker"), f"holds only {SERVER_NAME}", "not 127.0.0.1", "TEMPORAL_TLS_SERVER_NAME"
+    )
+    env["TEMPORAL_TLS_SERVER_NAME"] = "wrong.name"
+    line = _refused(
+        settled(env, "worker"),
+        f"holds only {SERVER_NAME}, not wrong.name",
+        f"TEMPORAL_TLS_SERVER_NAME to {SERVER_NAME}",
+    )
+    assert "valid for wrong.name" not in line and "wrong.name, " not in line
 
 
-def test_a_plaintext_client_at_a_tls_port_is_told_tls_is_probably_needed(secured: Secured) -> None:
-    _refused(settled(secured.env("tls"), "worker"), "probably needs TLS", "TEMPORAL_TLS=true")
+def test_a_plaintext_client_at_a_tls_port_is_told_the_port_expects_tls(secured: Secured) -> None:
+    _refused(settled(secured.env("tls"), "worker"), "expects TLS", "TEMPORAL_TLS=true")
+
+
+def test_a_port_that_answers_http1_is_told_so_with_and_without_tls(secured: Secured) -> None:
+    """A web server's port (nginx's plain HTTP here) is neither "probably TLS" nor "not TLS": it
+    answers HTTP/1, and the fix is the gRPC frontend's address."""
+    for env in (secured.env("http"), secured.env("http", TEMPORAL_TLS="true")):
+        line = _refused(settled(env, "worker"), "answers HTTP/1", "not gRPC", "TEMPORAL_ADDRESS")
+        assert "TLS" not in line, line
+
+
+def test_a_tls_client_at_a_plaintext_grpc_port_is_told_it_speaks_plaintext(secured: Secured) -> None:
+    env = secured.env(None, TEMPORAL_ADDRESS=secured.stack.temporal_address, TEMPORAL_API_KEY=API_KEY)
+    _refused(
+        settled(env, "worker"), "speaks plaintext gRPC, not TLS", "TEMPORAL_TLS=false", secrets=(API_KEY,)
+    )
+
+
+def test_rustls_words_are_translated(secured: Secured) -> None:
+    """A client key that is not the certificate's, and a server certificate of X.509 version 1: the
+    cause in an operator's words, never rustls's own (InconsistentKeys, UnsupportedCertVersion)."""
+    env = secured.mtls()
+    env["TEMPORAL_TLS_CLIENT_KEY_PATH"] = str(secured.certs.key("stranger"))
+    line = _refused(
+        settled(env, "worker"), "the client key does not match the client certificate",
+        "TEMPORAL_TLS_CLIENT_KEY_PATH", secrets=(_private_key(secured.certs, "stranger"),),
+    )  # fmt: skip
+    assert "InconsistentKeys" not in line and "KeyMismatch" not in line
+    line = _refused(settled(secured.trusted("v1"), "worker"), "X.509 version 1", "reissue it as version 3")
+    assert "UnsupportedCertVersion" not in line
+
+
+def test_a_ca_file_that_is_not_pem_is_told_so(secured: Secured, tmp_path: Path) -> None:
+    der = tmp_path / "ca.der"
+    subprocess.run(
+        ["openssl", "x509", "-in", str(secured.certs.ca), "-outform", "DER", "-out", str(der)], check=True
+    )
+    env = secured.env("tls", TEMPORAL_TLS_SERVER_CA_CERT_PATH=str(der), TEMPORAL_TLS_SERVER_NAME=SERVER_NAME)
+    line = _refused(settled(env, "worker"), "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "is not PEM", str(der))
+    assert "not signed" not in line and "trust" not in line
+
+
+def test_an_unknown_profile_lists_the_profiles_the_file_has(secured: Secured, tmp_path: Path) -> None:
+    config = tmp_path / "temporal.toml"
+    config.write_text('[profile.staging]\naddress = "127.0.0.1:1"\n[profile.prod]\nnamespace = "p"\n')
+    env = secured.env(None, TEMPORAL_CONFIG_FILE=str(config), TEMPORAL_PROFILE="production")
+    _refused(settled(env, "worker"), "TEMPORAL_PROFILE=production", "'prod', 'staging'", str(config))
+
+
+def test_credentials_an_operator_command_offers_and_the_server_refuses_are_temporal_refused(
+    secured: Secured,
+) -> None:
+    env = secured.trusted("api_key", TEMPORAL_API_KEY=WRONG_KEY)
+    result = settled(env, "status", "no-such-action")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("settled: temporal_refused: "), result.stderr
+    assert "UNAUTHENTICATED" in result.stderr and WRONG_KEY not in result.stderr + result.stdout
+
+
+def test_disabled_host_verification_reaches_a_server_whose_certificate_names_another_host(
+    secured: Secured,
+) -> None:
+    """The certificate holds temporal.internal, the address is 127.0.0.1, no server name is set: with
+    TEMPORAL_TLS_DISABLE_HOST_VERIFICATION the name is not checked (the CA still is)."""
+    env = secured.env("tls", TEMPORAL_TLS_SERVER_CA_CERT_PATH=str(secured.certs.ca))
+    refused = settled(env, "status", "no-such-action")
+    assert f"holds only {SERVER_NAME}" in refused.stderr, refused.stderr
+    env["TEMPORAL_TLS_DISABLE_HOST_VERIFICATION"] = "TRUE"
+    result = settled(env, "status", "no-such-action")
+    assert result.returncode == 1 and result.stderr.startswith("settled: not_found: "), result.stderr
+    # The chain still counts: another CA's certificate is refused even so.
+    env["TEMPORAL_TLS_SERVER_CA_CERT_PATH"] = str(secured.certs.other_ca)
+    result = settled(env, "status", "no-such-action")
+    assert "not signed by a CA this client trusts" in result.stderr, result.stderr
 
 
 def test_nothing_at_the_address_is_one_line_not_a_traceback(secured: Secured) -> None:

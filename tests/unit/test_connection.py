@@ -73,9 +73,22 @@ def test_a_missing_tls_file_or_a_certificate_without_its_key_is_refused(tmp_path
     with pytest.raises(SettingsError, match="does not exist"):
         Settings.from_env({"TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(tmp_path / "ca.crt")})
     cert = tmp_path / "client.crt"
-    cert.write_text("not really a certificate")
+    cert.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
     with pytest.raises(SettingsError, match="TEMPORAL_TLS_CLIENT_KEY_PATH"):
         Settings.from_env({"TEMPORAL_TLS_CLIENT_CERT_PATH": str(cert)})
+
+
+def test_a_certificate_or_key_that_is_not_pem_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    der = tmp_path / "ca.der"
+    der.write_bytes(b"\x30\x82\x01\x0a\x00binary")
+    with pytest.raises(SettingsError, match=r"TEMPORAL_TLS_SERVER_CA_CERT_PATH: .* is not PEM \(DER"):
+        Settings.from_env({"TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(der)})
+    request = tmp_path / "client.csr"
+    request.write_text("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
+    with pytest.raises(SettingsError, match="holds a PEM CERTIFICATE REQUEST, not a certificate"):
+        Settings.from_env(
+            {"TEMPORAL_TLS_CLIENT_CERT_PATH": str(request), "TEMPORAL_TLS_CLIENT_KEY_PATH": str(request)}
+        )
 
 
 def test_no_secret_shows_in_the_settings_repr_or_description() -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from settled.runtime.tracing import wanted
+from settled.runtime.tracing import problem, wanted
 
 ENDPOINT = "http://collector:4318"
 
@@ -23,3 +23,29 @@ ENDPOINT = "http://collector:4318"
 )
 def test_tracing_is_on_only_when_the_variables_ask(environ: dict[str, str], on: bool) -> None:
     assert wanted(environ) is on
+
+
+@pytest.mark.parametrize(
+    ("environ", "refused"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "console,otlp"}, None),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, None),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": ENDPOINT, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"},
+            None,
+        ),
+        ({"OTEL_TRACES_EXPORTER": "oltp"}, "OTEL_TRACES_EXPORTER=oltp"),
+        ({"OTEL_TRACES_EXPORTER": "console,zipkin"}, "not 'zipkin'"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "http/json"),
+        # Off, nothing is refused: the variables ask for no traces.
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, None),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "thrift"}, None),
+        # The console exporter speaks no protocol.
+        ({"OTEL_TRACES_EXPORTER": "console", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, None),
+    ],
+)
+def test_an_exporter_or_protocol_settled_does_not_ship_is_named(
+    environ: dict[str, str], refused: str | None
+) -> None:
+    said = problem(environ)
+    assert (said is None) if refused is None else (said is not None and refused in said), said
