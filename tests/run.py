@@ -22,10 +22,27 @@ from typing import IO
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 DEFAULT = "rest"
-# Groups of about equal length on a 2-core machine: the end-to-end tests, the other tests of stacks
-# of their own with real servers, the tools' runs and the browser, then everything else.
+# Groups of about equal length on a 2-core machine: the end-to-end tests on the session's stack, those
+# that start stacks of their own (a file named here leaves its folder's group), the real servers', the
+# tools' runs and the browser's, then everything else.
 GROUPS: dict[str, tuple[str, ...]] = {
     "e2e": ("e2e",),
+    "e2e-stacks": tuple(
+        f"e2e/test_{name}.py"
+        for name in (
+            "api_crash",
+            "backlog",
+            "bulkheads",
+            "conversation_tokens",
+            "crashes",
+            "eager_start",
+            "outages",
+            "restarts",
+            "security",
+            "services",
+            "traces",
+        )
+    ),
     "servers": ("adapters", "platforms", "reach", "services"),
     "tools": ("bench", "deploy", "drill", "light", "mcp", "page", "soak", "typescript"),
     DEFAULT: (),
@@ -43,12 +60,27 @@ def folders_with_tests(tests: Path = TESTS) -> list[str]:
     )
 
 
-def grouped(folders: list[str]) -> dict[str, list[str]]:
-    named = {folder: group for group, members in GROUPS.items() for folder in members}
+def grouped(folders: list[str], tests: Path = TESTS) -> dict[str, list[str]]:
+    """Each group's folders (and files of a folder), relative to tests/: a folder not named joins the
+    default group; a file named in a group that no longer exists is left out."""
+    named = {folder: group for group, members in GROUPS.items() for folder in members if "/" not in folder}
     groups: dict[str, list[str]] = {group: [] for group in GROUPS}
     for folder in folders:
         groups[named.get(folder, DEFAULT)].append(folder)
+    for group, members in GROUPS.items():
+        groups[group] += [file for file in members if "/" in file and (tests / file).is_file()]
     return {group: members for group, members in groups.items() if members}
+
+
+def taken_out(members: list[str], groups: dict[str, list[str]]) -> list[str]:
+    """The files of these folders that other groups run."""
+    return sorted(
+        file
+        for others in groups.values()
+        if others is not members
+        for file in others
+        if file.split("/")[0] in members
+    )
 
 
 @dataclass
@@ -57,6 +89,7 @@ class Run:
     folders: list[str]
     log: Path
     tests: Path = TESTS
+    ignore: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     started: float = field(default_factory=time.monotonic)
     took_s: float = 0.0
@@ -64,7 +97,8 @@ class Run:
     def start(self, options: list[str]) -> None:
         paths = [str(self.tests / folder) for folder in self.folders]
         cache = self.tests.parent / ".pytest_cache" / self.group  # one each: no two writers of a file
-        argv = [sys.executable, "-m", "pytest", "-q", "-o", f"cache_dir={cache}", *options, *paths]
+        ignored = [f"--ignore={self.tests / file}" for file in self.ignore]
+        argv = [sys.executable, "-m", "pytest", "-q", "-o", f"cache_dir={cache}", *ignored, *options, *paths]
         with self.log.open("wb") as out:
             # A session of its own, so that an interrupt can stop the group and every server it started.
             self.process = subprocess.Popen(
@@ -112,8 +146,10 @@ def minutes(seconds: float) -> str:
 
 def main(options: list[str]) -> int:
     logs = Path(tempfile.mkdtemp(prefix="settled-tests-"))
+    groups = grouped(folders_with_tests())
     runs = [
-        Run(group, folders, logs / f"{group}.log") for group, folders in grouped(folders_with_tests()).items()
+        Run(group, members, logs / f"{group}.log", ignore=taken_out(members, groups))
+        for group, members in groups.items()
     ]
     started = time.monotonic()
     print(f"{len(runs)} groups side by side (their output in {logs}):", flush=True)

@@ -4,15 +4,20 @@ a group's failure fails the run, a group without tests does not; the closing lin
 import time
 from pathlib import Path
 
-from tests.run import DEFAULT, GROUPS, Run, folders_with_tests, grouped
+from tests.run import DEFAULT, GROUPS, Run, folders_with_tests, grouped, taken_out
 
 
 def test_every_folder_is_run_once_and_a_new_one_in_the_default_group(tmp_path: Path) -> None:
     folders = folders_with_tests()
     assert "e2e" in folders and "unit" in folders and "golden" not in folders  # golden: data only
     groups = grouped([*folders, "oncall"])
-    assert sorted(folder for members in groups.values() for folder in members) == sorted([*folders, "oncall"])
+    named = sorted(entry for members in groups.values() for entry in members if "/" not in entry)
+    assert named == sorted([*folders, "oncall"])
     assert "oncall" in groups[DEFAULT]
+    # A file named in another group is run there, and only there.
+    moved = [file for file in groups["e2e-stacks"] if file.startswith("e2e/")]
+    assert "e2e/test_crashes.py" in moved
+    assert taken_out(groups["e2e"], groups) == sorted(moved)
     for folder in ("new", "empty"):
         (tmp_path / folder).mkdir()
     (tmp_path / "new" / "deep").mkdir()
