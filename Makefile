@@ -85,8 +85,10 @@ layers: $(STAMP)
 	$(BIN)/pip install --quiet --no-deps --target $(LAYERS_DIR) . 2>/dev/null
 	cd $(LAYERS_DIR) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml
 
+# The test folders run in a few groups side by side, each a pytest of its own with its own stack
+# (tests/run.py; a new folder joins its default group); it fails when any group fails.
 test: lint layers browser nginx prometheus compose-check typescript
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m tests.run
 
 screenshots: $(STAMP) browser
 	SETTLED_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/page

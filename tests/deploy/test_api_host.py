@@ -59,8 +59,12 @@ def _start_api(kinds: Path, port: int, *host: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# The API's start-up imports a lot: room for a busy machine.
+LISTENING_S = 120
+
+
 def _wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + LISTENING_S
     while time.monotonic() < deadline:
         assert process.poll() is None, f"settled api exited with {process.returncode}"
         try:
@@ -69,7 +73,7 @@ def _wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise AssertionError(f"settled api did not answer on port {port} within 30 s")
+    raise AssertionError(f"settled api did not answer on port {port} within {LISTENING_S} s")
 
 
 @pytest.mark.skipif(not PROC_TCP.exists(), reason="reads the listening sockets from /proc/net/tcp (Linux)")

@@ -171,6 +171,7 @@ def test_github_slugs(heading: str, anchor: str) -> None:
 
 def test_the_readme_is_a_front_page() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert len(readme.splitlines()) <= 250
+    # The marks of code blocks that are fragments (test_examples.py) are not shown: not counted.
+    assert len([line for line in readme.splitlines() if not line.startswith("<!-- fragment")]) <= 250
     # The two set-up commands, as CI and a newcomer read them.
     assert re.search(r"^make dev +#.*\nmake test +#", readme, re.MULTILINE)

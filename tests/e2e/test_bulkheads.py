@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -41,6 +42,7 @@ from tests.helpers import (
     TEST_KINDS,
     Sandbox,
     create,
+    healthy,
     new_id,
     states_seen,
     status,
@@ -49,26 +51,39 @@ from tests.helpers import (
 )
 
 SLOW = "slow_refund"
+WAITED = "slow_refund_waited"
 CAP = 12
 # The refund service as a slow one: its answers are held by the tests (a `hold` fault on every create),
-# long enough that the worker is still waiting when the test looks (or kills it).
+# and the worker waits for them longer than a busy machine takes to send hundreds and look (or kill
+# it), so none has given up and freed its slot meanwhile.
+_SLOW = Variant(
+    "refund",
+    {
+        **FAST,
+        "timeout_s": 120.0,
+        "requires_authorization": None,
+        "params_schema": PLAIN_REFUND_PARAMS,
+        "say": None,
+        "max_in_flight": CAP,
+    },
+)
 STACK = StackOptions(
     {
         "room_booking": TEST_KINDS["room_booking"].but(requires_authorization=None),
-        SLOW: Variant(
-            "refund",
-            {
-                **FAST,
-                "timeout_s": 20.0,
-                "requires_authorization": None,
-                "params_schema": PLAIN_REFUND_PARAMS,
-                "say": None,
-                "max_in_flight": CAP,
-            },
-        ),
+        SLOW: _SLOW,
+        # The same with a timeout a caller can outwait (`wait` is at most 30 s): its calls may run in task.
+        WAITED: _SLOW.but(timeout_s=20.0),
     }
 )
 REFUND = {"order_id": "o-1", "amount": 5, "currency": "EUR"}
+# Saturating a kind takes hundreds of requests: room for a busy machine beyond the usual 180 s.
+pytestmark = pytest.mark.timeout(600)
+# A booking beside a saturated kind is judged against bookings measured just before on the same
+# stack, so a busy machine slows both: its median within this factor of theirs (or under the floor,
+# where noise dominates), and none near 20 s, the sign of a booking stuck behind the slow kind.
+LATENCY_RATIO = 5.0
+LATENCY_FLOOR_S = 2.0
+STUCK_S = 20.0
 
 
 @pytest.fixture
@@ -84,6 +99,17 @@ def held(sandbox: Sandbox) -> list[dict[str, Any]]:
     return [row for row in rows if row["service"] == "refunds" and row["state"] == "in_flight"]
 
 
+def peak_open(sandbox: Sandbox, timeout_s: float) -> int:
+    """The most of the slow service's held creates open at once as their senders saw them: each from
+    when the service received it until its sender gave up (the kind's timeout). On a busy machine a
+    sender may give up before the test looks, and send another, which is not one more at once."""
+    received = [datetime.fromisoformat(row["received_at"]) for row in held(sandbox)]
+    window = timedelta(seconds=timeout_s)
+    return max(
+        (sum(start <= moment < start + window for start in received) for moment in received), default=0
+    )
+
+
 def hold_every_refund(sandbox: Sandbox) -> str:
     body = {"service": "refunds", "op": "create", "mode": "hold", "count": 0}
     response = sandbox.http.post("/_sandbox/faults", json=body)
@@ -92,15 +118,25 @@ def hold_every_refund(sandbox: Sandbox) -> str:
 
 
 def booking_latencies(api: httpx.Client, n: int) -> list[float]:
-    """Seconds each of `n` bookings took to be confirmed by their creating call (`wait=10`)."""
+    """Seconds each of `n` bookings took to be confirmed by their creating call (`wait=30`)."""
     took = []
     for _ in range(n):
         started = time.perf_counter()
-        response = create(api, "room_booking", BOOKING, wait=10)
+        response = create(api, "room_booking", BOOKING, wait=30)
         took.append(time.perf_counter() - started)
         assert response.status_code == 201, response.text
         assert response.json()["state"] == "confirmed", response.json()
     return took
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def assert_usual_latency(alone: list[float], beside: list[float]) -> None:
+    """Bookings beside the saturated kind (`beside`) took about what they took just before (`alone`)."""
+    assert median(beside) < max(LATENCY_FLOOR_S, LATENCY_RATIO * median(alone)), (alone, beside)
+    assert max(beside) < STUCK_S, (alone, beside)
 
 
 def request_slow(api: httpx.Client, n: int, wait: float = 0) -> list[str]:
@@ -129,8 +165,8 @@ def settle_all(api: httpx.Client, sandbox: Sandbox, fault: str, ids: list[str]) 
     return actions
 
 
-def slow_spec() -> KindSpec:
-    spec = parse_kinds(sandbox_kinds_text("http://127.0.0.1:1", STACK.kinds), "test").get(SLOW)
+def slow_spec(kind: str = SLOW) -> KindSpec:
+    spec = parse_kinds(sandbox_kinds_text("http://127.0.0.1:1", STACK.kinds), "test").get(kind)
     assert spec is not None
     return spec
 
@@ -150,18 +186,16 @@ def test_a_slow_kinds_backlog_leaves_other_kinds_at_their_usual_latency(
     ids = request_slow(module_api, 250)
     spec = slow_spec()
     # The worker's slots of the slow kind are all taken; the rest of its backlog waits in Temporal.
-    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 120, "the slow kind's slots to fill")
     beside = booking_latencies(module_api, 10)
-    peak = len(held(truth))
+    peak = peak_open(truth, spec.timeout_s)
     assert peak <= CAP + shared_budget(spec), f"{peak} requests of the slow kind open at its service"
     states = [module_api.get(f"/v1/actions/{i}").json()["state"] for i in ids]
     assert set(states) <= {"running", "requested"}, (
         "every slow action is in progress while its requests are held"
     )
     assert states.count("requested") >= len(ids) - 2 * CAP, "those beyond the cap wait, queued, unsent"
-    # Their usual latency, with room for this shared machine's noise: not the slow service's 20 s.
-    assert max(beside) < max(3.0, 4 * max(alone)), (alone, beside)
-    assert sorted(beside)[len(beside) // 2] < max(1.0, 3 * sorted(alone)[len(alone) // 2]), (alone, beside)
+    assert_usual_latency(alone, beside)
     settle_all(module_api, truth, fault, ids)
 
 
@@ -171,13 +205,13 @@ def test_actions_beyond_the_cap_wait_queued_and_one_cancelled_there_is_never_sen
     spec = slow_spec()
     fault = hold_every_refund(truth)
     ids = request_slow(module_api, 30)
-    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 120, "the slow kind's slots to fill")
 
     def queued() -> list[dict[str, Any]] | None:
         actions = [status(module_api, i) for i in ids]
         return [a for a in actions if a["state"] == "requested"] or None
 
-    waiting = wait_for(queued, 30, "actions beyond the cap to wait, queued")
+    waiting = wait_for(queued, 60, "actions beyond the cap to wait, queued")
     for action in waiting:
         assert "queued behind others to the same service" in action["say"], action["say"]
         assert (action["dispatched"], action["attempts"], action["claim"]) == (False, 0, "in_progress")
@@ -198,7 +232,7 @@ def test_a_queued_send_reads_sent_once_taken_and_one_amended_while_it_waits_goes
     spec = slow_spec()
     fault = hold_every_refund(truth)
     ids = request_slow(module_api, 30)
-    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 120, "the slow kind's slots to fill")
     taken = []
     for key in {row["key"] for row in held(truth)}:
         action = status(module_api, key)
@@ -218,7 +252,7 @@ def test_a_queued_send_reads_sent_once_taken_and_one_amended_while_it_waits_goes
         actions = [status(module_api, i) for i in ids]
         return [a for a in actions if a["state"] == "requested"] or None
 
-    victim = wait_for(queued, 30, "actions beyond the cap to wait, queued")[0]["operation_id"]
+    victim = wait_for(queued, 60, "actions beyond the cap to wait, queued")[0]["operation_id"]
     amended = {**REFUND, "amount": 7}
     response = module_api.post(f"/v1/actions/{victim}/amend", json={"params": amended})
     assert response.status_code == 200, response.text
@@ -258,19 +292,20 @@ def test_in_task_calls_of_a_slow_kind_fall_back_to_its_queue_within_the_cap(
     """Callers that wait longer than the kind's timeout get in-task calls, at most `shared_budget` at
     once per process (the workflow task slots they hold stay few); the others are sent on the kind's
     queue."""
-    spec = slow_spec()
+    spec = slow_spec(WAITED)
+    alone = booking_latencies(module_api, 5)
     fault = hold_every_refund(truth)
     ids = [new_id("slow-waiting") for _ in range(30)]
     with ThreadPoolExecutor(len(ids)) as pool:
         calls = [
-            pool.submit(create, module_api, SLOW, REFUND, operation_id=operation_id, wait=25)
+            pool.submit(create, module_api, WAITED, REFUND, operation_id=operation_id, wait=25)
             for operation_id in ids
         ]
-        wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+        wait_for(lambda: len(held(truth)) >= queue_slots(spec), 120, "the slow kind's slots to fill")
         beside = booking_latencies(module_api, 5)
-        peak = len(held(truth))
+        peak = peak_open(truth, spec.timeout_s)
         assert peak <= queue_slots(spec) + 2 * shared_budget(spec), peak
-        assert max(beside) < 5.0, beside
+        assert_usual_latency(alone, beside)
         settle_all(module_api, truth, fault, ids)
         for call in calls:
             assert call.result().status_code in (200, 201)
@@ -282,7 +317,7 @@ def test_a_worker_killed_with_full_slots_loses_nothing_and_sends_nothing_twice(
     spec = slow_spec()
     fault = hold_every_refund(truth)
     ids = request_slow(module_api, 40)
-    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 30, "the slow kind's slots to fill")
+    wait_for(lambda: len(held(truth)) >= queue_slots(spec), 120, "the slow kind's slots to fill")
     in_flight = {row["key"] for row in held(truth)}
     assert queue_slots(spec) <= len(in_flight) <= CAP + shared_budget(spec)
     module_stack.children["worker"].kill()
@@ -344,7 +379,8 @@ def test_an_unknown_kind_name_refuses_to_start(module_stack: Stack) -> None:
 
 
 def test_healthz_needs_a_poller_on_every_kinds_queue(module_stack: Stack, module_api: httpx.Client) -> None:
-    assert module_api.get("/healthz").status_code == 200
+    # The worker started again by an earlier test may still be opening its polls on a busy machine.
+    wait_for(lambda: healthy(module_api), 60, "/healthz to answer 200")
     assert module_stack.config is not None
     kinds = load_kinds(module_stack.config)
     unpolled = parse_kinds(module_stack.config.read_text() + _renamed_copy(SLOW, "nobody_polls_this"), "test")

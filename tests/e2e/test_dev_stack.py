@@ -88,9 +88,9 @@ def test_sigterm_while_the_stack_starts_stops_it_at_once(tmp_path: Path) -> None
         # The dev server is being started (its log exists): the stack is mid-start.
         wait_for(lambda: (tmp_path / "data" / "logs" / "temporal.log").exists(), 60, "the dev server's start")
         dev.send_signal(signal.SIGTERM)
-        assert dev.wait(20) == 0
+        assert dev.wait(60) == 0
         assert dev.stdout is not None and "stopped while starting" in dev.stdout.read()
-        wait_for(lambda: not _listening(ports.temporal), 10, "the dev server stopped")
+        wait_for(lambda: not _listening(ports.temporal), 60, "the dev server stopped")
     finally:
         if dev.poll() is None:
             dev.kill()

@@ -46,7 +46,7 @@ def process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     url = f"http://127.0.0.1:{port}"
     try:
         until(
-            lambda: child.poll() is not None or answers(f"{url}/_sandbox/faults"), 15, "the sandbox process"
+            lambda: child.poll() is not None or answers(f"{url}/_sandbox/faults"), 60, "the sandbox process"
         )
         assert child.poll() is None, child.communicate()
         yield child, url
@@ -125,7 +125,7 @@ def test_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
         holder.listen()
         port = holder.getsockname()[1]
         child = start(port, tmp_path / "sandbox.sqlite3")
-        _, stderr = child.communicate(timeout=15)
+        _, stderr = child.communicate(timeout=60)
 
     assert child.returncode != 0
     assert f"port {port}" in stderr
