@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
+from settled.bench.calls import DOORS
 from settled.bench.measures import Sizes
 from settled.bench.report import markdown, rich_tables
 from settled.bench.runner import STEPS, run_bench
@@ -43,6 +44,13 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _doors(text: str) -> tuple[str, ...]:
+    doors = tuple(text.split(","))
+    if not doors or not set(doors) <= set(DOORS):
+        raise argparse.ArgumentTypeError(f"doors are some of {', '.join(DOORS)}, got {text!r}")
+    return doors
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="settled bench", description=__doc__)
     parser.add_argument("--tiny", action="store_true", help="a few samples each: proves it works (CI)")
@@ -72,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         "--answer-s", type=float, help="bulkhead step: seconds its service takes to answer (default 30)"
     )
     parser.add_argument("--bulkhead-samples", type=int, help="bulkhead step: healthy calls alone and beside")
+    parser.add_argument("--calls", type=int, help="whole calls: calls per door and shape of kind (default 3)")
+    parser.add_argument("--call-actions", type=int, help="whole calls: actions in each call (default 10)")
+    parser.add_argument(
+        "--doors", type=_doors, help=f"whole calls: doors, comma-separated (default {','.join(DOORS)})"
+    )
     args = parser.parse_args(argv)
     sizes = Sizes.tiny() if args.tiny else Sizes()
     if args.throughput_s is not None:
@@ -84,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         ("bulkhead_degraded", args.degraded),
         ("bulkhead_answer_s", args.answer_s),
         ("bulkhead_samples", args.bulkhead_samples),
+        ("calls", args.calls),
+        ("call_actions", args.call_actions),
+        ("call_doors", args.doors),
     ):
         if value is not None:
             sizes = replace(sizes, **{name: value})

@@ -55,6 +55,11 @@ class Sizes:
     caller_burst_callers: int = 24
     # Confirmed actions (settled's and the floor's) whose histories are counted for the engine's cost.
     engine_samples: int = 20
+    # Whole calls (bench.calls): through these doors, `calls` calls side by side per door and shape of
+    # kind, each of `call_actions` actions.
+    call_doors: tuple[str, ...] = ("adapter", "vapi", "mcp")
+    calls: int = 3
+    call_actions: int = 10
 
     @classmethod
     def tiny(cls) -> "Sizes":
@@ -75,6 +80,9 @@ class Sizes:
             caller_burst=20,
             caller_burst_callers=4,
             engine_samples=3,
+            call_doors=("adapter",),
+            calls=1,
+            call_actions=1,
         )
 
 

@@ -219,6 +219,28 @@ def billed_rows(results: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+CALL_HEADER = ["whole call, per confirmed action: door / shape of kind", "Actions", *BILLED_KINDS,
+               "history bytes (action + conversation's share)", "GB-hours per 1,000 actions"]  # fmt: skip
+
+
+def call_rows(results: dict[str, Any]) -> list[list[str]]:
+    """A whole call's Actions and active storage per confirmed action, per door and shape (bench.calls)."""
+    rows = []
+    for name, row in results.get("whole_call", {}).items():
+        billed, stored = row["billed"], row["storage"]
+        size = f"{stored['action_history_bytes']:,} + {stored['conversation_history_bytes_per_action']:,}"
+        rows.append(
+            [
+                name,
+                f"{billed['total']:g}",
+                *(f"{billed.get(kind, 0):g}" for kind in BILLED_KINDS),
+                size,
+                f"{stored['gb_hours_per_1000_actions']:g}",
+            ]
+        )
+    return rows
+
+
 def _engine_row(name: str, cost: dict[str, float], n: int) -> list[str]:
     return [
         name,
@@ -245,8 +267,10 @@ def _rich(title: str, header: list[str], rows: list[list[str]]) -> Table:
 def rich_tables(document: dict[str, Any]) -> list[Table]:
     results = document["results"]
     bulkhead = [_rich("bulkhead", BULKHEAD_HEADER, bulkhead_rows(results))] if "bulkhead" in results else []
-    if "bare_call_ms" not in results:  # --only bulkhead
-        return bulkhead
+    whole_call = [_rich("a whole call's Actions and storage", CALL_HEADER, call_rows(results))]
+    whole_call = whole_call if call_rows(results) else []
+    if "bare_call_ms" not in results:  # --only bulkhead, --only calls
+        return [*whole_call, *bulkhead]
     latency = Table(title="latency", title_justify="left")
     for column in LATENCY_HEADER:
         latency.add_column(column, justify="left" if not column else "right")
@@ -259,7 +283,7 @@ def rich_tables(document: dict[str, Any]) -> list[Table]:
         targets.add_row(*row)
     engine = [_rich("engine cost", ENGINE_HEADER, engine_rows(results))] if engine_rows(results) else []
     billed = [_rich("billable Actions", BILLED_HEADER, billed_rows(results))] if billed_rows(results) else []
-    return [latency, targets, *engine, *billed, *bulkhead]
+    return [latency, targets, *engine, *billed, *whole_call, *bulkhead]
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -277,8 +301,9 @@ def markdown(document: dict[str, Any]) -> str:
         f"load average at start {about['load_average_at_start']}."
     )
     bulkhead = [_markdown_table(BULKHEAD_HEADER, bulkhead_rows(results))] if "bulkhead" in results else []
-    if "bare_call_ms" not in results:  # --only bulkhead
-        return "\n\n".join([machine_line, *bulkhead])
+    whole_call = [_markdown_table(CALL_HEADER, call_rows(results))] if call_rows(results) else []
+    if "bare_call_ms" not in results:  # --only bulkhead, --only calls
+        return "\n\n".join([machine_line, *whole_call, *bulkhead])
     memory = results["memory"]
     cpu = ", ".join(f"{name} {ms:g}" for name, ms in results["cpu_ms_per_action"].items())
     return "\n\n".join(
@@ -288,6 +313,7 @@ def markdown(document: dict[str, Any]) -> str:
             _markdown_table(TARGET_HEADER, verdicts(results)),
             *([_markdown_table(ENGINE_HEADER, engine_rows(results))] if engine_rows(results) else []),
             *([_markdown_table(BILLED_HEADER, billed_rows(results))] if billed_rows(results) else []),
+            *whole_call,
             f"Resident memory with {memory['waiting_actions']} actions waiting (peak): worker "
             f"{memory['worker']['peak_rss_mb']:g} MB, API {memory['api']['peak_rss_mb']:g} MB, Temporal dev "
             f"server {memory['temporal']['peak_rss_mb']:g} MB. CPU per action during the throughput run "

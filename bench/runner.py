@@ -1,6 +1,7 @@
 """Runs every measurement against a stack of its own and gathers one result document."""
 
 import asyncio
+import itertools
 import os
 import platform
 import tempfile
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from settled.bench import actions, engine, measures
+from settled.bench import actions, calls, engine, measures
 from settled.bench.bulkhead import DEGRADED, DEGRADED_KIND, bulkhead
 from settled.bench.floor import Floor, floor_worker
 from settled.bench.measures import Run, Sizes
@@ -53,8 +54,9 @@ BENCH_KINDS: dict[str, Variant] = {
         },
     ),
     DEGRADED: DEGRADED_KIND,  # the bulkhead step's degraded kind (bench.bulkhead)
+    **calls.CALL_KINDS,  # the whole calls' shapes of kind (bench.calls)
 }
-STEPS = ("all", "bulkhead")
+STEPS = ("all", "bulkhead", "calls")
 
 
 def rss_mb(pid: int) -> dict[str, float]:
@@ -146,6 +148,11 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
         await measures.durable_action(run, 5)
         if only == "bulkhead":
             results["bulkhead"] = await step("bulkhead", lambda: _bulkhead(run, floor.client, stack, sizes))
+            return results
+        if only == "calls":
+            results["whole_call"] = await step(
+                "whole calls", lambda: _whole_calls(run, api_http, floor, stack, sizes)
+            )
             return results
         await measures.durable_action(run, 5, kind=NOT_DEDUPLICATED)
         await measures.floor_actions(floor, 5, deduplicated=True)
@@ -263,6 +270,11 @@ async def measure(stack: Stack, sizes: Sizes, progress: Progress, only: str = "a
         results["sandbox_records"] = {"total": len(keys), "duplicates": len(keys) - len(set(keys))}
         # Last: its degraded service is the refund service the other steps use.
         results["bulkhead"] = await step("bulkhead", lambda: _bulkhead(run, floor.client, stack, sizes))
+        # After it: the whole calls' activity shape is the refund service, healthy again by then.
+        results["whole_call"] = await step(
+            "Temporal Cloud's Actions and storage of a whole call, per door and shape of kind",
+            lambda: _whole_calls(run, api_http, floor, stack, sizes),
+        )
         return results
 
 
@@ -374,6 +386,16 @@ async def _billable_actions(run: Run, floor: Floor, stack: Stack, n: int) -> dic
             lambda: measures.floor_actions(floor, n, deduplicated=True), lambda: floor.ids[first:]
         ),
     }
+
+
+async def _whole_calls(
+    run: Run, api_http: httpx.AsyncClient, floor: Floor, stack: Stack, sizes: Sizes
+) -> dict[str, Any]:
+    """Whole calls through each door, each shape of kind (bench.calls)."""
+    door = calls.Door(run, api_http, stack.api_url, floor.client, itertools.count())
+    kinds = load_kinds(stack.config)
+    metrics = stack.temporal_metrics_url
+    return await calls.whole_calls(door, kinds, metrics, sizes.call_doors, sizes.calls, sizes.call_actions)
 
 
 async def _caller_burst(run: Run, floor: Floor, n: int, callers: int) -> dict[str, Any]:

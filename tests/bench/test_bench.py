@@ -7,14 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+# Every step of the bench on a stack of its own: some two and a half minutes on a shared, loaded machine.
+@pytest.mark.timeout(300)
 def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     run = subprocess.run(
         [sys.executable, "-m", "settled", "bench", "--tiny", "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=170,
+        timeout=280,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     document = json.loads((out / "results.json").read_text())
@@ -62,6 +66,26 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
         assert billed[flow]["workflow started"] >= 1 and billed[flow]["total"] > billed["floor"]["total"]
     assert billed["waiting_for_go_ahead"]["update"] >= 1  # the go-ahead
     assert "Temporal Cloud Actions" in (out / "results.md").read_text()
+    # A whole call through an adapter session (the tiny setting's one door), per confirmed action, for
+    # each shape of kind: the action's own start and a share of its conversation's, the `presented`
+    # after the confirmation was spoken, and the week its history stays open.
+    whole = results["whole_call"]
+    shapes = ("local_activity", "activity", "lookup_horizon", "go_ahead")
+    assert set(whole) == {f"adapter/{shape}" for shape in shapes}
+    for name, row in whole.items():
+        billed, stored = row["billed"], row["storage"]
+        assert row["actions"] == sizes["calls"] * sizes["call_actions"], name
+        assert billed["workflow started"] > 1 and billed["update"] >= 1, (name, billed)
+        assert stored["action_hours_open"] >= 7 * 24 and stored["gb_hours_per_1000_actions"] > 0, name
+    assert whole["adapter/local_activity"]["billed"]["local activity"] == 1
+    assert "activity" not in whole["adapter/local_activity"]["billed"]
+    assert whole["adapter/activity"]["billed"]["activity"] >= 1
+    assert "local activity" not in whole["adapter/activity"]["billed"]
+    # The lost answer: the send and the lookup that confirmed it.
+    lost = whole["adapter/lookup_horizon"]["billed"]
+    assert lost.get("activity", 0) + lost.get("local activity", 0) >= 2, lost
+    assert whole["adapter/go_ahead"]["billed"]["update"] >= 2  # the go-ahead, then the `presented`
+    assert "whole call" in (out / "results.md").read_text()
     idle = results["idle_streams"]
     assert idle["streams"] == sizes["idle_streams"] and idle["core_percent"]["api"] >= 0
     assert set(idle["streams_cost_percent"]) == set(idle["baseline_core_percent"]) >= {"api", "temporal"}

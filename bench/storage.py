@@ -1,0 +1,57 @@
+"""What an action keeps in Temporal Cloud's active storage: its history, for as long as its workflow
+stays open. A settled action stays open `keep_open_after_settled_s` after it settled (late controls
+are accepted meanwhile), and its conversation until it has been idle for its idle period; Cloud bills
+the open histories' bytes by the hour.
+
+Measured per history as its serialized size (the fetched events as one `History` message) times the
+hours it will have been open: from its start to its last event so far, plus the wait before it closes.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio.api.history.v1 import History
+from temporalio.client import Client
+
+GB = 1e9
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One history: its size and the hours it stays open."""
+
+    history_bytes: int
+    hours_open: float
+
+    @property
+    def byte_hours(self) -> float:
+        return self.history_bytes * self.hours_open
+
+
+async def stored(client: Client, workflow_id: str, open_after_last_event: timedelta) -> Stored:
+    """The workflow's history as fetched now, open until `open_after_last_event` after its last event."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    events = history.events
+    ran = events[-1].event_time.ToDatetime() - events[0].event_time.ToDatetime()
+    hours = (ran + open_after_last_event).total_seconds() / HOUR_S
+    return Stored(History(events=events).ByteSize(), hours)
+
+
+def per_action(actions: list[Stored], conversations: list[Stored]) -> dict[str, float]:
+    """Active storage per action, the conversations' shared among their actions, and per 1,000 actions."""
+    n = max(1, len(actions))
+    action_byte_hours = sum(s.byte_hours for s in actions) / n
+    conversation_byte_hours = sum(s.byte_hours for s in conversations) / n
+    byte_hours = action_byte_hours + conversation_byte_hours
+    return {
+        "action_history_bytes": round(sum(s.history_bytes for s in actions) / n),
+        "action_hours_open": round(sum(s.hours_open for s in actions) / n, 1),
+        "conversation_history_bytes_per_action": round(sum(s.history_bytes for s in conversations) / n),
+        "conversation_hours_open": round(
+            sum(s.hours_open for s in conversations) / max(1, len(conversations)), 1
+        ),
+        "byte_hours": round(byte_hours),
+        "action_share": round(action_byte_hours / byte_hours, 3) if byte_hours else 0.0,
+        "gb_hours_per_1000_actions": round(byte_hours * 1000 / GB, 3),
+    }
