@@ -31,15 +31,20 @@ from tests.platforms.history import channel_events
 from tests.platforms.payloads import (
     elevenlabs_post_call,
     elevenlabs_signed,
+    elevenlabs_tool_call,
     retell_event,
     retell_signed,
     vapi_call,
+    vapi_end_of_call,
+    vapi_results,
     vapi_signed,
+    vapi_tool_calls,
 )
 
 VAPI = "/v1/platforms/vapi"
 RETELL_EVENTS = "/v1/platforms/retell/events"
 ELEVENLABS_EVENTS = "/v1/platforms/elevenlabs/events"
+ELEVENLABS_TOOLS = "/v1/platforms/elevenlabs/tools"
 MIB = 1024 * 1024
 # A four-minute call's audio, as ElevenLabs sends it (base64 in JSON): more than the 4 MiB body cap.
 LARGE_BYTES = 6 * MIB
@@ -187,29 +192,112 @@ def test_a_large_body_settled_does_not_read_is_answered_and_dropped_in_bounded_m
     assert handoff["channels"]["voice"] == "unused" and handoff["actions"] == []
 
 
-def test_the_measure_sees_a_body_that_is_kept(platform_stack: Stack, webhook: httpx.Client) -> None:
-    """The control: a body settled reads (a transcription, 3 MiB, under the cap) is held, and the
-    measure shows it, so the bound above is a real one."""
-    conversation = new_id("conv")
-    body = json.loads(elevenlabs_post_call(conversation, "Client disconnected: 1000"))
-    body["data"]["analysis"] = {"transcript_summary": audio(3 * MIB)}
-    raw = json.dumps(body).encode()
-    response, growth = peak_growth(platform_stack, lambda: send_elevenlabs(webhook, raw))
-    assert response.status_code == 200, response.text
+def test_the_measure_sees_a_body_that_is_kept(platform_stack: Stack, acme: httpx.Client) -> None:
+    """The control: a body a route holds whole (a server tool's call, 3 MiB, under the cap) shows in
+    the measure, so the bounds here are real ones."""
+    raw = elevenlabs_tool_call(new_id("conv"), "no_such_tool", {"note": audio(3 * MIB)})
+    response, growth = peak_growth(platform_stack, lambda: acme.post(ELEVENLABS_TOOLS, content=raw))
+    assert response.status_code == 200, response.text[:300]
     assert growth >= 3 * MIB, f"the API grew only {growth / MIB:.1f} MiB holding a 3 MiB body"
 
 
-def test_a_body_settled_reads_keeps_the_cap(webhook: httpx.Client, acme: httpx.Client) -> None:
-    """A call's end (what settled acts on) larger than the 4 MiB platform cap is still refused."""
-    conversation = new_id("conv")
-    body = json.loads(elevenlabs_post_call(conversation, "Client disconnected: 1000"))
-    body["data"]["analysis"] = {"transcript_summary": audio(5 * MIB)}
-    response = send_elevenlabs(webhook, json.dumps(body).encode())
-    assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
-    assert (
-        acme.get(f"/v1/conversations/elevenlabs:{conversation}/handoff").json()["channels"]["voice"]
-        == "unused"
+# -- a large body settled acts on: only what it needs is kept ----------------------------------------
+
+
+def turns(size: int) -> list[dict[str, Any]]:
+    """A long call's conversation, about `size` bytes of it, as many turns (incompressible text)."""
+    return [{"role": "user", "message": audio(1024), "time_in_call_secs": n} for n in range(size // 1000)]
+
+
+def large_vapi_end(call_id: str, reason: str) -> bytes:
+    """An `end-of-call-report` of a long call: its artifact (every message) before the call it names."""
+    message = json.loads(vapi_end_of_call(call_id, reason))["message"]
+    artifact = {**message.pop("artifact"), "messages": turns(LARGE_BYTES)}
+    return json.dumps({"message": {"artifact": artifact, **message}}).encode()
+
+
+def large_retell_end(call_id: str, reason: str) -> bytes:
+    """A `call_ended` of a long call: its transcript word by word before the call id, the event last."""
+    words = [{"content": audio(64), "start": n / 10, "end": n / 10 + 0.1} for n in range(LARGE_BYTES // 100)]
+    transcript_object = [{"role": "user", "content": "…", "words": words}]
+    call = json.loads(retell_event("call_ended", call_id, disconnection_reason=reason))["call"]
+    return json.dumps(
+        {"call": {"transcript_object": transcript_object, **call}, "event": "call_ended"}
+    ).encode()
+
+
+def large_elevenlabs_end(conversation_id: str, reason: str) -> bytes:
+    """A `post_call_transcription` of a long call: its transcript before the conversation id."""
+    body = json.loads(elevenlabs_post_call(conversation_id, reason))
+    data = body["data"]
+    data.pop("transcript")
+    body["data"] = {"transcript": turns(LARGE_BYTES), **data}
+    return json.dumps(body).encode()
+
+
+END: dict[
+    str, tuple[Callable[[str, str], bytes], Callable[[httpx.Client, bytes], httpx.Response], int, str]
+] = {
+    "vapi": (large_vapi_end, send_vapi, 200, "customer-ended-call"),
+    "retell": (large_retell_end, send_retell, 204, "user_hangup"),
+    "elevenlabs": (large_elevenlabs_end, send_elevenlabs, 200, "Client disconnected: 1000"),
+}
+
+
+@pytest.mark.parametrize("platform", END)
+def test_a_large_call_end_closes_the_channel_once_in_bounded_memory(
+    platform: str, platform_stack: Stack, webhook: httpx.Client, acme: httpx.Client
+) -> None:
+    """A long call's end (6 MiB, over the 4 MiB cap) closes the voice channel, with its reason, reading
+    only the fields settled acts on; delivered again, it changes nothing more."""
+    build, send, status, reason = END[platform]
+    call_id = new_id("call")
+    body = build(call_id, reason)
+    assert len(body) > LARGE_BYTES
+    response, growth = peak_growth(platform_stack, lambda: send(webhook, body))
+    assert response.status_code == status, response.text[:300]
+    assert growth < BOUNDED_GROWTH, (
+        f"the API grew {growth / MIB:.1f} MiB reading a {len(body) / MIB:.1f} MiB body"
     )
+    assert send(webhook, body).status_code == status  # the platform's retry
+    handoff = acme.get(f"/v1/conversations/{platform}:{call_id}/handoff").json()
+    assert (handoff["channels"]["voice"], handoff["channel_reasons"]["voice"]) == ("closed", reason)
+    assert channel_events(platform_stack, "acme", f"{platform}:{call_id}") == [
+        ("channel_closed", "voice", reason)
+    ]
+
+
+def test_a_large_call_end_with_a_wrong_signature_is_refused_and_changes_nothing(
+    webhook: httpx.Client, acme: httpx.Client
+) -> None:
+    call_id = new_id("call")
+    body = large_vapi_end(call_id, "customer-ended-call")
+    headers = {**vapi_signed("not-the-vapi-secret", body), "authorization": f"Bearer {ACME_KEY}"}
+    response = webhook.post(VAPI, content=body, headers=headers)
+    assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"
+    assert acme.get(f"/v1/conversations/vapi:{call_id}/handoff").json()["channels"]["voice"] == "unused"
+
+
+def test_a_large_vapi_tool_calls_message_is_answered_in_bounded_memory(
+    platform_stack: Stack, webhook: httpx.Client
+) -> None:
+    """Vapi sends a tool call to the Server URL with the call's artifact so far: of a long call, more
+    than the cap. Its calls are answered all the same, in order, from the list alone."""
+    call_id = new_id("call")
+    message = json.loads(vapi_tool_calls(call_id, ("tc-1", "no_such_tool", {}), ("tc-2", "other_tool", {})))
+    message = message["message"]
+    body = json.dumps({"message": {"artifact": {"messages": turns(LARGE_BYTES)}, **message}}).encode()
+    response, growth = peak_growth(platform_stack, lambda: send_vapi(webhook, body))
+    assert response.status_code == 200, response.text[:300]
+    assert growth < BOUNDED_GROWTH, (
+        f"the API grew {growth / MIB:.1f} MiB reading a {len(body) / MIB:.1f} MiB body"
+    )
+    results = vapi_results(response.json())
+    assert [(tool_call_id, name) for tool_call_id, name, _ in results] == [
+        ("tc-1", "no_such_tool"),
+        ("tc-2", "other_tool"),
+    ]
+    assert all("no_such_tool" in text or "other_tool" in text for _, _, text in results), results
 
 
 def test_a_large_body_with_a_wrong_signature_is_read_and_refused(

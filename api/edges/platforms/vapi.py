@@ -19,12 +19,11 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
-from settled.api.edges.platforms.bodies import read_webhook
+from settled.api.edges.platforms.bodies import read_fields
 from settled.api.edges.platforms.webhooks import (
     Signature,
     bearer_caller,
     fresh,
-    json_object,
     optional_secret,
     refused,
 )
@@ -41,31 +40,34 @@ _MILLISECONDS_FROM = 10**11
 MAX_AGE_S = 300.0
 # The message types settled reads: tool calls, and the call's start and end.
 READS = frozenset({"tool-calls", "status-update", "end-of-call-report"})
+# What it reads of them (a message carries the whole call, its artifact and transcript so far: the
+# rest is only signed): the type, the call, how it stands and why it ended, and a tool-call message's
+# list of calls, whole.
+TYPE = "message.type"
+PICKED = frozenset({"message", "message.call.id", "message.status", "message.endedReason"})
+TOOL_CALLS = "message.toolCallList"
 
 
 @router.post("/vapi", summary="Vapi's Server URL: tool calls and the call's start and end")
 async def vapi_message(request: Request) -> Any:
     signature = _signature(request)
     tenant, api_key = bearer_caller(request, "x-vapi-secret")
-    webhook = await read_webhook(request, "message.type", READS, signature)
+    fields = await read_fields(request, signature, TYPE, READS, PICKED, {TOOL_CALLS})
     if signature is not None:
         signature.signer()
-    if webhook.body is None:
-        return {}
-    message = json_object(webhook.body).get("message")
-    if not isinstance(message, dict):
+    picked = fields.checked()
+    if not isinstance(picked.get("message"), dict):
         raise HTTPException(400, "the body has no message object")
-    call = message.get("call")
-    call_id = call.get("id") if isinstance(call, dict) else None
+    call_id = picked.get("message.call.id")
     conversation_id = f"vapi:{call_id}" if isinstance(call_id, str) and call_id else None
-    kind = message.get("type")
+    kind, status = picked.get(TYPE), picked.get("message.status")
     if kind == "tool-calls":
-        return await _tool_calls(request, api_key, conversation_id, message)
-    closing = kind == "end-of-call-report" or (kind == "status-update" and message.get("status") == "ended")
-    opening = kind == "status-update" and message.get("status") == "in-progress"
+        return await _tool_calls(request, api_key, conversation_id, picked.get(TOOL_CALLS))
+    closing = kind == "end-of-call-report" or (kind == "status-update" and status == "ended")
+    opening = kind == "status-update" and status == "in-progress"
     if conversation_id is not None and (closing or opening):
         type_ = "channel_closed" if closing else "channel_opened"
-        reason = message.get("endedReason")
+        reason = picked.get("message.endedReason")
         refusal = await record_channel_event(request.app, tenant, api_key, conversation_id, type_, reason)
         if refusal is not None:
             return refusal
@@ -73,9 +75,8 @@ async def vapi_message(request: Request) -> Any:
 
 
 async def _tool_calls(
-    request: Request, api_key: str | None, conversation_id: str | None, message: dict[str, Any]
+    request: Request, api_key: str | None, conversation_id: str | None, entries: object
 ) -> dict[str, Any]:
-    entries = message.get("toolCallList")
     entries = [entry for entry in entries if isinstance(entry, dict)] if isinstance(entries, list) else []
     calls = [_tool_call(entry) for entry in entries]
     if conversation_id is None:
