@@ -51,6 +51,10 @@ LARGE_BYTES = 6 * MIB
 # The API process may grow this much while it reads and drops a body of LARGE_BYTES: a fraction of
 # it (reading it whole would cost all of it, and parsing it more).
 BOUNDED_GROWTH = LARGE_BYTES // 4
+# ... and while it picks a few fields out of a body of LARGE_BYTES and acts on them: acting (the update
+# sent to the conversation) costs a fixed MiB or two on top (measured 1.5-2, picking alone ~0); holding
+# the body would cost all of it, and parsing it more.
+PICKING_GROWTH = LARGE_BYTES // 2
 # What settled acts on, per platform; every other type it answers and drops.
 VAPI_READS = {"tool-calls", "status-update", "end-of-call-report"}
 RETELL_READS = {"call_started", "call_ended"}
@@ -209,16 +213,16 @@ def turns(size: int) -> list[dict[str, Any]]:
     return [{"role": "user", "message": audio(1024), "time_in_call_secs": n} for n in range(size // 1000)]
 
 
-def large_vapi_end(call_id: str, reason: str) -> bytes:
+def large_vapi_end(call_id: str, reason: str, size: int = LARGE_BYTES) -> bytes:
     """An `end-of-call-report` of a long call: its artifact (every message) before the call it names."""
     message = json.loads(vapi_end_of_call(call_id, reason))["message"]
-    artifact = {**message.pop("artifact"), "messages": turns(LARGE_BYTES)}
+    artifact = {**message.pop("artifact"), "messages": turns(size)}
     return json.dumps({"message": {"artifact": artifact, **message}}).encode()
 
 
-def large_retell_end(call_id: str, reason: str) -> bytes:
+def large_retell_end(call_id: str, reason: str, size: int = LARGE_BYTES) -> bytes:
     """A `call_ended` of a long call: its transcript word by word before the call id, the event last."""
-    words = [{"content": audio(64), "start": n / 10, "end": n / 10 + 0.1} for n in range(LARGE_BYTES // 100)]
+    words = [{"content": audio(64), "start": n / 10, "end": n / 10 + 0.1} for n in range(size // 100)]
     transcript_object = [{"role": "user", "content": "…", "words": words}]
     call = json.loads(retell_event("call_ended", call_id, disconnection_reason=reason))["call"]
     return json.dumps(
@@ -226,17 +230,17 @@ def large_retell_end(call_id: str, reason: str) -> bytes:
     ).encode()
 
 
-def large_elevenlabs_end(conversation_id: str, reason: str) -> bytes:
+def large_elevenlabs_end(conversation_id: str, reason: str, size: int = LARGE_BYTES) -> bytes:
     """A `post_call_transcription` of a long call: its transcript before the conversation id."""
     body = json.loads(elevenlabs_post_call(conversation_id, reason))
     data = body["data"]
     data.pop("transcript")
-    body["data"] = {"transcript": turns(LARGE_BYTES), **data}
+    body["data"] = {"transcript": turns(size), **data}
     return json.dumps(body).encode()
 
 
 END: dict[
-    str, tuple[Callable[[str, str], bytes], Callable[[httpx.Client, bytes], httpx.Response], int, str]
+    str, tuple[Callable[[str, str, int], bytes], Callable[[httpx.Client, bytes], httpx.Response], int, str]
 ] = {
     "vapi": (large_vapi_end, send_vapi, 200, "customer-ended-call"),
     "retell": (large_retell_end, send_retell, 204, "user_hangup"),
@@ -251,12 +255,14 @@ def test_a_large_call_end_closes_the_channel_once_in_bounded_memory(
     """A long call's end (6 MiB, over the 4 MiB cap) closes the voice channel, with its reason, reading
     only the fields settled acts on; delivered again, it changes nothing more."""
     build, send, status, reason = END[platform]
+    # The route's first acting (imports, the Temporal client's caches) is not measured.
+    assert send(webhook, build(new_id("call"), reason, MIB)).status_code == status
     call_id = new_id("call")
     body = build(call_id, reason)
     assert len(body) > LARGE_BYTES
     response, growth = peak_growth(platform_stack, lambda: send(webhook, body))
     assert response.status_code == status, response.text[:300]
-    assert growth < BOUNDED_GROWTH, (
+    assert growth < PICKING_GROWTH, (
         f"the API grew {growth / MIB:.1f} MiB reading a {len(body) / MIB:.1f} MiB body"
     )
     assert send(webhook, body).status_code == status  # the platform's retry
@@ -289,7 +295,7 @@ def test_a_large_vapi_tool_calls_message_is_answered_in_bounded_memory(
     body = json.dumps({"message": {"artifact": {"messages": turns(LARGE_BYTES)}, **message}}).encode()
     response, growth = peak_growth(platform_stack, lambda: send_vapi(webhook, body))
     assert response.status_code == 200, response.text[:300]
-    assert growth < BOUNDED_GROWTH, (
+    assert growth < PICKING_GROWTH, (
         f"the API grew {growth / MIB:.1f} MiB reading a {len(body) / MIB:.1f} MiB body"
     )
     results = vapi_results(response.json())
