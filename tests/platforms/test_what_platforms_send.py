@@ -26,7 +26,7 @@ from vapi.types import ServerMessageMessage
 
 from settled.runtime.stack import Stack
 from tests.helpers import new_id
-from tests.platforms.conftest import ACME_ELEVENLABS_SECRET, ACME_KEY, ACME_RETELL_KEY, VAPI_HMAC_SECRET
+from tests.platforms.conftest import ACME_ELEVENLABS_SECRET, ACME_KEY, ACME_RETELL_KEY, KIND, VAPI_HMAC_SECRET
 from tests.platforms.history import channel_events
 from tests.platforms.payloads import (
     elevenlabs_post_call,
@@ -411,3 +411,13 @@ def test_a_retell_signature_is_judged_as_retell_sdk_judges_it(
     assert response.status_code == (204 if accepted else 401), response.text
     voice = acme.get(f"/v1/conversations/retell:{call_id}/handoff").json()["channels"]["voice"]
     assert voice == ("open" if accepted else "unused")
+
+
+def test_a_vapi_tool_call_list_over_the_cap_is_refused(webhook: httpx.Client, acme: httpx.Client) -> None:
+    """What settled keeps whole, a tool-call list, is capped at 4 MiB: one larger is refused, nothing
+    recorded."""
+    call_id = new_id("call")
+    body = vapi_tool_calls(call_id, ("tc-1", KIND, {"note": audio(5 * MIB)}))
+    response = send_vapi(webhook, body)
+    assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
+    assert acme.get(f"/v1/conversations/vapi:{call_id}/handoff").json()["actions"] == []
