@@ -5,10 +5,13 @@ end open and close the voice channel of conversation `vapi:{call.id}`, once each
 Vapi ignores any answer but a 200, so every tool call is answered 200 with its text, refusals too (an
 unknown tool, invalid params). Every other message type answers 200 `{}`; the ones settled does not
 read (`conversation-update`, `speech-update`, `transcript`, …) are read and dropped whatever their
-size. Authentication: with API keys configured, Vapi's Bearer credential (or the legacy
-`X-Vapi-Secret`) is the tenant's settled API key; with `SETTLED_VAPI_HMAC_SECRET` set, every request
-also carries `x-timestamp` and `x-signature`, the hex HMAC-SHA256 of `"{x-timestamp}.{raw body}"`,
-made within 300 s of now (vapi-server-sdk has no verifier of its own to take a tolerance from).
+size; of the ones it reads (a long call's end, a tool call carrying the call's artifact), only the
+fields it acts on are kept, the tool-call list up to 4 MiB.
+
+Authentication: with API keys configured, Vapi's Bearer credential (or the legacy `X-Vapi-Secret`)
+is the tenant's settled API key; with `SETTLED_VAPI_HMAC_SECRET` set, every request also carries
+`x-timestamp` and `x-signature`, the hex HMAC-SHA256 of `"{x-timestamp}.{raw body}"`, made within
+300 s of now (vapi-server-sdk has no verifier of its own to take a tolerance from).
 """
 
 import contextlib
