@@ -26,26 +26,35 @@ from vapi.types import ServerMessageMessage
 
 from settled.runtime.stack import Stack
 from tests.helpers import new_id
-from tests.platforms.conftest import ACME_ELEVENLABS_SECRET, ACME_KEY, ACME_RETELL_KEY, VAPI_HMAC_SECRET
+from tests.platforms.conftest import ACME_ELEVENLABS_SECRET, ACME_KEY, ACME_RETELL_KEY, KIND, VAPI_HMAC_SECRET
 from tests.platforms.history import channel_events
 from tests.platforms.payloads import (
     elevenlabs_post_call,
     elevenlabs_signed,
+    elevenlabs_tool_call,
     retell_event,
     retell_signed,
     vapi_call,
+    vapi_end_of_call,
+    vapi_results,
     vapi_signed,
+    vapi_tool_calls,
 )
 
 VAPI = "/v1/platforms/vapi"
 RETELL_EVENTS = "/v1/platforms/retell/events"
 ELEVENLABS_EVENTS = "/v1/platforms/elevenlabs/events"
+ELEVENLABS_TOOLS = "/v1/platforms/elevenlabs/tools"
 MIB = 1024 * 1024
 # A four-minute call's audio, as ElevenLabs sends it (base64 in JSON): more than the 4 MiB body cap.
 LARGE_BYTES = 6 * MIB
 # The API process may grow this much while it reads and drops a body of LARGE_BYTES: a fraction of
 # it (reading it whole would cost all of it, and parsing it more).
 BOUNDED_GROWTH = LARGE_BYTES // 4
+# ... and while it picks a few fields out of a body of LARGE_BYTES and acts on them: acting (the update
+# sent to the conversation) costs a fixed MiB or two on top (measured 1.5-2, picking alone ~0); holding
+# the body would cost all of it, and parsing it more.
+PICKING_GROWTH = LARGE_BYTES // 2
 # What settled acts on, per platform; every other type it answers and drops.
 VAPI_READS = {"tool-calls", "status-update", "end-of-call-report"}
 RETELL_READS = {"call_started", "call_ended"}
@@ -187,29 +196,114 @@ def test_a_large_body_settled_does_not_read_is_answered_and_dropped_in_bounded_m
     assert handoff["channels"]["voice"] == "unused" and handoff["actions"] == []
 
 
-def test_the_measure_sees_a_body_that_is_kept(platform_stack: Stack, webhook: httpx.Client) -> None:
-    """The control: a body settled reads (a transcription, 3 MiB, under the cap) is held, and the
-    measure shows it, so the bound above is a real one."""
-    conversation = new_id("conv")
-    body = json.loads(elevenlabs_post_call(conversation, "Client disconnected: 1000"))
-    body["data"]["analysis"] = {"transcript_summary": audio(3 * MIB)}
-    raw = json.dumps(body).encode()
-    response, growth = peak_growth(platform_stack, lambda: send_elevenlabs(webhook, raw))
-    assert response.status_code == 200, response.text
+def test_the_measure_sees_a_body_that_is_kept(platform_stack: Stack, acme: httpx.Client) -> None:
+    """The control: a body a route holds whole (a server tool's call, 3 MiB, under the cap) shows in
+    the measure, so the bounds here are real ones."""
+    raw = elevenlabs_tool_call(new_id("conv"), "no_such_tool", {"note": audio(3 * MIB)})
+    response, growth = peak_growth(platform_stack, lambda: acme.post(ELEVENLABS_TOOLS, content=raw))
+    assert response.status_code == 200, response.text[:300]
     assert growth >= 3 * MIB, f"the API grew only {growth / MIB:.1f} MiB holding a 3 MiB body"
 
 
-def test_a_body_settled_reads_keeps_the_cap(webhook: httpx.Client, acme: httpx.Client) -> None:
-    """A call's end (what settled acts on) larger than the 4 MiB platform cap is still refused."""
-    conversation = new_id("conv")
-    body = json.loads(elevenlabs_post_call(conversation, "Client disconnected: 1000"))
-    body["data"]["analysis"] = {"transcript_summary": audio(5 * MIB)}
-    response = send_elevenlabs(webhook, json.dumps(body).encode())
-    assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
-    assert (
-        acme.get(f"/v1/conversations/elevenlabs:{conversation}/handoff").json()["channels"]["voice"]
-        == "unused"
+# -- a large body settled acts on: only what it needs is kept ----------------------------------------
+
+
+def turns(size: int) -> list[dict[str, Any]]:
+    """A long call's conversation, about `size` bytes of it, as many turns (incompressible text)."""
+    return [{"role": "user", "message": audio(1024), "time_in_call_secs": n} for n in range(size // 1000)]
+
+
+def large_vapi_end(call_id: str, reason: str, size: int = LARGE_BYTES) -> bytes:
+    """An `end-of-call-report` of a long call: its artifact (every message) before the call it names."""
+    message = json.loads(vapi_end_of_call(call_id, reason))["message"]
+    artifact = {**message.pop("artifact"), "messages": turns(size)}
+    return json.dumps({"message": {"artifact": artifact, **message}}).encode()
+
+
+def large_retell_end(call_id: str, reason: str, size: int = LARGE_BYTES) -> bytes:
+    """A `call_ended` of a long call: its transcript word by word before the call id, the event last."""
+    words = [{"content": audio(64), "start": n / 10, "end": n / 10 + 0.1} for n in range(size // 100)]
+    transcript_object = [{"role": "user", "content": "…", "words": words}]
+    call = json.loads(retell_event("call_ended", call_id, disconnection_reason=reason))["call"]
+    return json.dumps(
+        {"call": {"transcript_object": transcript_object, **call}, "event": "call_ended"}
+    ).encode()
+
+
+def large_elevenlabs_end(conversation_id: str, reason: str, size: int = LARGE_BYTES) -> bytes:
+    """A `post_call_transcription` of a long call: its transcript before the conversation id."""
+    body = json.loads(elevenlabs_post_call(conversation_id, reason))
+    data = body["data"]
+    data.pop("transcript")
+    body["data"] = {"transcript": turns(size), **data}
+    return json.dumps(body).encode()
+
+
+END: dict[
+    str, tuple[Callable[[str, str, int], bytes], Callable[[httpx.Client, bytes], httpx.Response], int, str]
+] = {
+    "vapi": (large_vapi_end, send_vapi, 200, "customer-ended-call"),
+    "retell": (large_retell_end, send_retell, 204, "user_hangup"),
+    "elevenlabs": (large_elevenlabs_end, send_elevenlabs, 200, "Client disconnected: 1000"),
+}
+
+
+@pytest.mark.parametrize("platform", END)
+def test_a_large_call_end_closes_the_channel_once_in_bounded_memory(
+    platform: str, platform_stack: Stack, webhook: httpx.Client, acme: httpx.Client
+) -> None:
+    """A long call's end (6 MiB, over the 4 MiB cap) closes the voice channel, with its reason, reading
+    only the fields settled acts on; delivered again, it changes nothing more."""
+    build, send, status, reason = END[platform]
+    # The route's first acting (imports, the Temporal client's caches) is not measured.
+    assert send(webhook, build(new_id("call"), reason, MIB)).status_code == status
+    call_id = new_id("call")
+    body = build(call_id, reason)
+    assert len(body) > LARGE_BYTES
+    response, growth = peak_growth(platform_stack, lambda: send(webhook, body))
+    assert response.status_code == status, response.text[:300]
+    assert growth < PICKING_GROWTH, (
+        f"the API grew {growth / MIB:.1f} MiB reading a {len(body) / MIB:.1f} MiB body"
     )
+    assert send(webhook, body).status_code == status  # the platform's retry
+    handoff = acme.get(f"/v1/conversations/{platform}:{call_id}/handoff").json()
+    assert (handoff["channels"]["voice"], handoff["channel_reasons"]["voice"]) == ("closed", reason)
+    assert channel_events(platform_stack, "acme", f"{platform}:{call_id}") == [
+        ("channel_closed", "voice", reason)
+    ]
+
+
+def test_a_large_call_end_with_a_wrong_signature_is_refused_and_changes_nothing(
+    webhook: httpx.Client, acme: httpx.Client
+) -> None:
+    call_id = new_id("call")
+    body = large_vapi_end(call_id, "customer-ended-call")
+    headers = {**vapi_signed("not-the-vapi-secret", body), "authorization": f"Bearer {ACME_KEY}"}
+    response = webhook.post(VAPI, content=body, headers=headers)
+    assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"
+    assert acme.get(f"/v1/conversations/vapi:{call_id}/handoff").json()["channels"]["voice"] == "unused"
+
+
+def test_a_large_vapi_tool_calls_message_is_answered_in_bounded_memory(
+    platform_stack: Stack, webhook: httpx.Client
+) -> None:
+    """Vapi sends a tool call to the Server URL with the call's artifact so far: of a long call, more
+    than the cap. Its calls are answered all the same, in order, from the list alone."""
+    call_id = new_id("call")
+    message = json.loads(vapi_tool_calls(call_id, ("tc-1", "no_such_tool", {}), ("tc-2", "other_tool", {})))
+    message = message["message"]
+    body = json.dumps({"message": {"artifact": {"messages": turns(LARGE_BYTES)}, **message}}).encode()
+    response, growth = peak_growth(platform_stack, lambda: send_vapi(webhook, body))
+    assert response.status_code == 200, response.text[:300]
+    assert growth < PICKING_GROWTH, (
+        f"the API grew {growth / MIB:.1f} MiB reading a {len(body) / MIB:.1f} MiB body"
+    )
+    results = vapi_results(response.json())
+    assert [(tool_call_id, name) for tool_call_id, name, _ in results] == [
+        ("tc-1", "no_such_tool"),
+        ("tc-2", "other_tool"),
+    ]
+    assert all("no_such_tool" in text or "other_tool" in text for _, _, text in results), results
 
 
 def test_a_large_body_with_a_wrong_signature_is_read_and_refused(
@@ -317,3 +411,13 @@ def test_a_retell_signature_is_judged_as_retell_sdk_judges_it(
     assert response.status_code == (204 if accepted else 401), response.text
     voice = acme.get(f"/v1/conversations/retell:{call_id}/handoff").json()["channels"]["voice"]
     assert voice == ("open" if accepted else "unused")
+
+
+def test_a_vapi_tool_call_list_over_the_cap_is_refused(webhook: httpx.Client, acme: httpx.Client) -> None:
+    """What settled keeps whole, a tool-call list, is capped at 4 MiB: one larger is refused, nothing
+    recorded."""
+    call_id = new_id("call")
+    body = vapi_tool_calls(call_id, ("tc-1", KIND, {"note": audio(5 * MIB)}))
+    response = send_vapi(webhook, body)
+    assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
+    assert acme.get(f"/v1/conversations/vapi:{call_id}/handoff").json()["actions"] == []

@@ -24,7 +24,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
-from settled.api.edges.platforms.bodies import read_webhook
+from settled.api.edges.platforms.bodies import read_fields
 from settled.api.edges.platforms.webhooks import (
     Signature,
     bearer_caller,
@@ -49,6 +49,16 @@ CONVERSATION_VARIABLE = "system__conversation_id"
 CLOSING = {"post_call_transcription": "termination_reason", "call_initiation_failure": "failure_reason"}
 # How old a signature may be: what the elevenlabs SDK's `construct_event` accepts (30 minutes).
 MAX_AGE_S = 30 * 60.0
+# What it reads of them (the transcript, the analysis and the audio are only signed).
+EVENT_FIELDS = frozenset(
+    {
+        "data.conversation_id",
+        "data.metadata.termination_reason",
+        "data.termination_reason",
+        "data.metadata.failure_reason",
+        "data.failure_reason",
+    }
+)
 _SIGNATURE_PART = re.compile(r"(t|v0)=([^,]*)")
 
 
@@ -72,17 +82,15 @@ async def elevenlabs_tool(request: Request) -> dict[str, str]:
 @router.post("/events", summary="The ElevenLabs post-call webhook: the end of a call")
 async def elevenlabs_event(request: Request) -> Any:
     signature = _signature(request)
-    webhook = await read_webhook(request, "type", CLOSING, signature)
+    fields = await read_fields(request, signature, "type", CLOSING, EVENT_FIELDS)
     tenant = signature.signer()
     api_key = tenant_api_key(request, tenant)
-    if webhook.body is None:
-        return {}
-    payload = json_object(webhook.body)
-    kind, data = payload.get("type"), payload.get("data")
-    data = data if isinstance(data, dict) else {}
-    conversation = data.get("conversation_id")
+    picked = fields.checked()
+    kind, conversation = picked.get("type"), picked.get("data.conversation_id")
     if kind in CLOSING and isinstance(conversation, str) and conversation:
-        reason = _reason(data, CLOSING[str(kind)])
+        field = CLOSING[str(kind)]
+        # Why the call ended: in `data.metadata` (a transcription), or at the top of `data` (a failure).
+        reason = picked.get(f"data.metadata.{field}") or picked.get(f"data.{field}")
         conversation_id = f"elevenlabs:{conversation}"
         refusal = await record_channel_event(
             request.app, tenant, api_key, conversation_id, "channel_closed", reason
@@ -90,14 +98,6 @@ async def elevenlabs_event(request: Request) -> Any:
         if refusal is not None:
             return refusal
     return {}
-
-
-def _reason(data: dict[str, Any], field: str) -> object:
-    """Why the call ended: the transcription's `metadata.termination_reason`, or the failure's
-    `failure_reason` (at the top of `data`, or in its metadata)."""
-    metadata = data.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    return metadata.get(field) or data.get(field)
 
 
 def _signature(request: Request) -> Signature:

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
-from settled.api.edges.platforms.bodies import read_webhook
+from settled.api.edges.platforms.bodies import read_fields
 from settled.api.edges.platforms.webhooks import (
     Signature,
     fresh,
@@ -41,6 +41,8 @@ _SIGNATURE = re.compile(r"v=(\d{1,16}),d=([0-9a-f]{64})")
 MAX_AGE_S = 5 * 60.0
 # The events settled reads: the call's start and end.
 CHANNEL_EVENTS = {"call_started": "channel_opened", "call_ended": "channel_closed"}
+# What it reads of them (the call's transcript, its words and their timing are only signed).
+EVENT_FIELDS = frozenset({"call.call_id", "call.disconnection_reason"})
 
 
 @router.post("/functions", summary="A Retell custom function's URL: one function call")
@@ -61,15 +63,12 @@ async def retell_function(request: Request) -> dict[str, str]:
 @router.post("/events", status_code=204, summary="A Retell agent's webhook URL: the call's start and end")
 async def retell_event(request: Request) -> Response:
     signature = _signature(request)
-    webhook = await read_webhook(request, "event", CHANNEL_EVENTS, signature)
+    fields = await read_fields(request, signature, "event", CHANNEL_EVENTS, EVENT_FIELDS)
     tenant = signature.signer()
     api_key = tenant_api_key(request, tenant)
-    if webhook.body is None:
-        return Response(status_code=204)
-    payload = json_object(webhook.body)
-    event, call = payload.get("event"), payload.get("call")
-    call = call if isinstance(call, dict) else {}
-    call_id, reason = call.get("call_id"), call.get("disconnection_reason")
+    picked = fields.checked()
+    event, call_id = picked.get("event"), picked.get("call.call_id")
+    reason = picked.get("call.disconnection_reason")
     if event in CHANNEL_EVENTS and isinstance(call_id, str) and call_id:
         type_ = CHANNEL_EVENTS[event]
         conversation_id = f"retell:{call_id}"

@@ -5,10 +5,13 @@ end open and close the voice channel of conversation `vapi:{call.id}`, once each
 Vapi ignores any answer but a 200, so every tool call is answered 200 with its text, refusals too (an
 unknown tool, invalid params). Every other message type answers 200 `{}`; the ones settled does not
 read (`conversation-update`, `speech-update`, `transcript`, …) are read and dropped whatever their
-size. Authentication: with API keys configured, Vapi's Bearer credential (or the legacy
-`X-Vapi-Secret`) is the tenant's settled API key; with `SETTLED_VAPI_HMAC_SECRET` set, every request
-also carries `x-timestamp` and `x-signature`, the hex HMAC-SHA256 of `"{x-timestamp}.{raw body}"`,
-made within 300 s of now (vapi-server-sdk has no verifier of its own to take a tolerance from).
+size; of the ones it reads (a long call's end, a tool call carrying the call's artifact), only the
+fields it acts on are kept, the tool-call list up to 4 MiB.
+
+Authentication: with API keys configured, Vapi's Bearer credential (or the legacy `X-Vapi-Secret`)
+is the tenant's settled API key; with `SETTLED_VAPI_HMAC_SECRET` set, every request also carries
+`x-timestamp` and `x-signature`, the hex HMAC-SHA256 of `"{x-timestamp}.{raw body}"`, made within
+300 s of now (vapi-server-sdk has no verifier of its own to take a tolerance from).
 """
 
 import contextlib
@@ -19,12 +22,11 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from settled.api.edges.platforms.answers import ToolCall, answer_calls, record_channel_event
-from settled.api.edges.platforms.bodies import read_webhook
+from settled.api.edges.platforms.bodies import read_fields
 from settled.api.edges.platforms.webhooks import (
     Signature,
     bearer_caller,
     fresh,
-    json_object,
     optional_secret,
     refused,
 )
@@ -43,31 +45,34 @@ _MILLISECONDS_FROM = 10**11
 MAX_AGE_S = 300.0
 # The message types settled reads: tool calls, and the call's start and end.
 READS = frozenset({"tool-calls", "status-update", "end-of-call-report"})
+# What it reads of them (a message carries the whole call, its artifact and transcript so far: the
+# rest is only signed): the type, the call, how it stands and why it ended, and a tool-call message's
+# list of calls, whole.
+TYPE = "message.type"
+PICKED = frozenset({"message", "message.call.id", "message.status", "message.endedReason"})
+TOOL_CALLS = "message.toolCallList"
 
 
 @router.post("/vapi", summary="Vapi's Server URL: tool calls and the call's start and end")
 async def vapi_message(request: Request) -> Any:
     signature = _signature(request)
     tenant, api_key = bearer_caller(request, "x-vapi-secret")
-    webhook = await read_webhook(request, "message.type", READS, signature)
+    fields = await read_fields(request, signature, TYPE, READS, PICKED, {TOOL_CALLS})
     if signature is not None:
         signature.signer()
-    if webhook.body is None:
-        return {}
-    message = json_object(webhook.body).get("message")
-    if not isinstance(message, dict):
+    picked = fields.checked()
+    if not isinstance(picked.get("message"), dict):
         raise HTTPException(400, "the body has no message object")
-    call = message.get("call")
-    call_id = call.get("id") if isinstance(call, dict) else None
+    call_id = picked.get("message.call.id")
     conversation_id = f"vapi:{call_id}" if isinstance(call_id, str) and call_id else None
-    kind = message.get("type")
+    kind, status = picked.get(TYPE), picked.get("message.status")
     if kind == "tool-calls":
-        return await _tool_calls(request, api_key, conversation_id, message)
-    closing = kind == "end-of-call-report" or (kind == "status-update" and message.get("status") == "ended")
-    opening = kind == "status-update" and message.get("status") == "in-progress"
+        return await _tool_calls(request, api_key, conversation_id, picked.get(TOOL_CALLS))
+    closing = kind == "end-of-call-report" or (kind == "status-update" and status == "ended")
+    opening = kind == "status-update" and status == "in-progress"
     if conversation_id is not None and (closing or opening):
         type_ = "channel_closed" if closing else "channel_opened"
-        reason = message.get("endedReason")
+        reason = picked.get("message.endedReason")
         refusal = await record_channel_event(request.app, tenant, api_key, conversation_id, type_, reason)
         if refusal is not None:
             return refusal
@@ -75,9 +80,8 @@ async def vapi_message(request: Request) -> Any:
 
 
 async def _tool_calls(
-    request: Request, api_key: str | None, conversation_id: str | None, message: dict[str, Any]
+    request: Request, api_key: str | None, conversation_id: str | None, entries: object
 ) -> dict[str, Any]:
-    entries = message.get("toolCallList")
     entries = [entry for entry in entries if isinstance(entry, dict)] if isinstance(entries, list) else []
     calls = [_tool_call(entry) for entry in entries]
     if conversation_id is None:
