@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install typescript lint layers unit golden clean browser nginx screenshots compose-check bench
+.PHONY: dev test install typescript lint layers unit golden clean browser nginx screenshots compose-check bench lock
 
 # The exact set the tests run on is uv.lock (pyproject.toml declares ranges): uv from PyPI installs it,
 # every extra together in one resolution, and refuses a lock that no longer satisfies the ranges
@@ -15,6 +15,12 @@ $(STAMP): pyproject.toml uv.lock
 	$(BIN)/pip install --quiet --upgrade pip 'uv==$(UV_VERSION)'
 	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --quiet --locked --inexact --all-extras
 	touch $(STAMP)
+
+# A new lock after a change of the ranges, or to move the tested set to the newest releases
+# (`make lock LOCK_ARGS=--upgrade`); tests/installs checks the lock against the ranges.
+lock:
+	@test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet 'uv==$(UV_VERSION)'; }
+	$(BIN)/uv lock $(LOCK_ARGS)
 
 # The TypeScript package (typescript/, docs/typescript.md): Node.js from Debian when missing (we are root),
 # its modules from the lockfile (npm ci, skipped while up to date), then its build (dist/ and the tests).
