@@ -49,9 +49,14 @@ def normalized(name: str) -> str:
 def pytest_in(python: Path, tests: list[str], cwd: Path, timeout: float) -> str:
     """Run `tests` with another environment's pytest; every one must pass, none may be skipped (a
     framework missing there would skip its tests)."""
-    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *tests]
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "--durations=8", *tests]
+    try:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as expired:
+        seen = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else ""
+        raise AssertionError(f"not done in {timeout:.0f} s; so far:\n{seen[-6000:]}") from None
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    assert " passed" in summary and "skipped" not in summary and "deselected" not in summary, summary
+    verdicts = "\n".join(line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR")))
+    assert done.returncode == 0, f"{verdicts}\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    assert " passed" in summary and "skipped" not in summary, summary
     return summary
