@@ -4,17 +4,23 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install typescript lint layers unit golden clean browser nginx prometheus screenshots compose-check bench
+.PHONY: dev test install typescript lint layers unit golden clean browser nginx prometheus screenshots compose-check bench lock
 
-$(STAMP): pyproject.toml
+# The exact set the tests run on is uv.lock (pyproject.toml declares ranges): uv from PyPI installs it,
+# every extra together in one resolution, and refuses a lock that no longer satisfies the ranges
+# (`uv lock` makes a new one). --inexact keeps pip, which the tests' fresh venvs and `layers` use.
+UV_VERSION := 0.13.9
+$(STAMP): pyproject.toml uv.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# google-adk first: every release caps opentelemetry at 1.44, below the 1.45 that the server and
-	# livekit-agents pin, so it cannot be resolved with them; installed before them, it runs on theirs
-	# (tests/adapters/test_google_adk.py proves it) and pip reports the cap.
-	$(BIN)/pip install --quiet 'google-adk==2.13.0'
-	$(BIN)/pip install --quiet -e '.[server,tools,test,openai-agents,pipecat,livekit]'
+	$(BIN)/pip install --quiet --upgrade pip 'uv==$(UV_VERSION)'
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --quiet --locked --inexact --all-extras
 	touch $(STAMP)
+
+# A new lock after a change of the ranges, or to move the tested set to the newest releases
+# (`make lock LOCK_ARGS=--upgrade`); tests/installs checks the lock against the ranges.
+lock:
+	@test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet 'uv==$(UV_VERSION)'; }
+	$(BIN)/uv lock $(LOCK_ARGS)
 
 # The TypeScript package (typescript/, docs/typescript.md): Node.js from Debian when missing (we are root),
 # its modules from the lockfile (npm ci, skipped while up to date), then its build (dist/ and the tests).

@@ -2,6 +2,7 @@
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 
 from fastapi import FastAPI
 from settled.api import errors
@@ -41,7 +42,7 @@ def create_app(settings: Settings | None = None, kinds: Kinds | None = None) -> 
     kinds, handlers = prepare(kinds, sends=settings.api_worker)
     app = FastAPI(
         title="settled",
-        version="0.1.0",
+        version=version("settled"),
         description="Durable, verified state for the consequential actions of voice and chat assistants.",
         lifespan=_lifespan,
     )

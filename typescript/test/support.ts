@@ -13,7 +13,10 @@ export const SANDBOX_URL = process.env.SETTLED_SANDBOX_URL;
 /** Skips a test that needs the stack when the suite runs alone (`npm test` without pytest). */
 export function needsStack(t: TestContext): boolean {
   if (API_URL && SANDBOX_URL) return true;
-  t.skip("no settled stack: run through pytest (tests/typescript), which sets SETTLED_API_URL");
+  t.skip(
+    "no settled stack: `settled dev` (pip install 'settled[server]') starts one; set SETTLED_API_URL and " +
+      "SETTLED_SANDBOX_URL to the URLs it prints, or run through pytest (tests/typescript), which starts its own",
+  );
   return false;
 }
 
