@@ -45,6 +45,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "servers": ("adapters", "platforms", "reach", "services"),
     "tools": ("bench", "deploy", "drill", "light", "mcp", "page", "soak", "typescript"),
+    # What users install: the lock, the lowest versions, the built artifacts (mostly pip and npm).
+    "installs": ("installs",),
     DEFAULT: (),
 }
 NO_TESTS = 5  # pytest's exit status when a group collected nothing
