@@ -151,7 +151,7 @@ class Child:
     argv: list[str]
     env: dict[str, str]
     log_path: Path
-    popen: subprocess.Popen[bytes] = field(init=False)
+    popen: subprocess.Popen[bytes] | None = field(init=False, default=None)
 
     def start(self) -> "Child":
         log = self.log_path.open("ab")
@@ -167,7 +167,8 @@ class Child:
         return self
 
     def exited(self) -> bool:
-        return self.popen.poll() is not None
+        """Not running: exited, or never started (a stop that came before its start)."""
+        return self.popen is None or self.popen.poll() is not None
 
     def last_line(self) -> str:
         """The last line the part wrote (its own reason for exiting), at most a few hundred characters."""
@@ -181,7 +182,7 @@ class Child:
         return said[-1][:400] if said else "nothing written"
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        if self.exited():
+        if self.popen is None or self.exited():
             return
         self.popen.send_signal(signal.SIGTERM)
         try:
@@ -190,7 +191,7 @@ class Child:
             self.kill()
 
     def kill(self) -> None:
-        if not self.exited():
+        if self.popen is not None and not self.exited():
             os.killpg(self.popen.pid, signal.SIGKILL)
             self.popen.wait()
 
@@ -316,9 +317,9 @@ class Stack:
 
     def _spawn(self, name: str, argv: list[str]) -> Child:
         env = without_otel(self.env()) if name == "temporal" else self.env()
-        child = Child(name, argv, env, self.data_dir / "logs" / f"{name}.log").start()
-        self.children[name] = child
-        return child
+        # Known before it starts: a stop that interrupts the start (a SIGTERM to `settled dev`) stops it.
+        child = self.children[name] = Child(name, argv, env, self.data_dir / "logs" / f"{name}.log")
+        return child.start()
 
     # -- the parts -----------------------------------------------------------------------------
 
@@ -399,8 +400,8 @@ class Stack:
         child = Child(name, self._python("worker"), self.env(), self.data_dir / "logs" / f"{name}.log")
         if name == "worker":
             child.env["SETTLED_WORKER_METRICS_PORT"] = str(self.ports.worker_metrics)
-        self.children[name] = child.start()
-        return child
+        self.children[name] = child
+        return child.start()
 
     def start_api(self, timeout_s: float = 60) -> Child:
         child = self._spawn("api", self._python("api", "--api-port", str(self.ports.api)))

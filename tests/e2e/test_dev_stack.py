@@ -91,9 +91,22 @@ def test_sigterm_while_the_stack_starts_stops_it_at_once(tmp_path: Path) -> None
         assert dev.wait(60) == 0
         assert dev.stdout is not None and "stopped while starting" in dev.stdout.read()
         wait_for(lambda: not _listening(ports.temporal), 60, "the dev server stopped")
+        # Nothing it started is left behind: no process names its data dir (the dev server's database).
+        wait_for(lambda: not _processes_naming(tmp_path / "data"), 30, "every part it started gone")
     finally:
         if dev.poll() is None:
             dev.kill()
+
+
+def _processes_naming(path: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(path).encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:  # it ended while being read
+            continue
+    return found
 
 
 def test_a_part_that_dies_at_start_is_named_with_its_own_last_line(tmp_path: Path) -> None:
