@@ -8,7 +8,6 @@ import asyncio
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from settled.adapters.common import (
     AUTHORIZE_TOOL,
     CHECK_TOOL,
@@ -21,19 +20,12 @@ from settled.client import SettledAPIError, SettledClient
 from settled.domain.canonical import not_text
 from settled.domain.models import ActionStatus
 from settled.runtime.stack import Stack
+from tests.any_input import ANY_OBJECT, refund_shaped
 from tests.client.support import AsyncSandbox, new_id, refund
 
 # Enough to meet every shape of argument, few enough to stay a few seconds.
 EXAMPLES = 15
-TEXT = st.text(st.characters(exclude_categories=()), max_size=6)  # lone surrogates included
-LEAVES = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT
-ARGUMENTS = st.dictionaries(
-    TEXT,
-    st.recursive(
-        LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3)
-    ),
-    max_size=4,
-) | st.fixed_dictionaries({"order_id": TEXT, "amount": st.just(5), "currency": st.just("EUR")})
+ARGUMENTS = ANY_OBJECT | refund_shaped()
 
 
 async def _status(settled: SettledClient, operation_id: str) -> ActionStatus:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from settled.domain.canonical import not_text
 from settled.runtime.stack import Stack
+from tests.any_input import ANY_OBJECT, LEAVES, TEXT
 from tests.client.support import new_id
 from tests.mcp.support import KEY_A, operation
 
@@ -86,15 +87,7 @@ def test_arguments_that_are_not_text_are_refused_and_record_nothing(
         assert _judged(http, arguments)
 
 
-TEXT = st.text(st.characters(exclude_categories=()), max_size=6)  # lone surrogates included
-LEAVES = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT
-ARGUMENTS = st.dictionaries(
-    TEXT,
-    st.recursive(
-        LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3)
-    ),
-    max_size=4,
-)
+ARGUMENTS = ANY_OBJECT
 BOOKINGS = st.fixed_dictionaries({"room": TEXT, "day": TEXT}, optional={"note": LEAVES})
 
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from settled.domain.canonical import not_text
+from tests.any_input import ANY_OBJECT, refund_shaped
 from tests.helpers import REFUND, Sandbox, new_id, wait_for
 from tests.platforms.conftest import ACME_KEY, ACME_RETELL_KEY, KIND, VAPI_HMAC_SECRET
 from tests.platforms.payloads import (
@@ -31,17 +32,7 @@ from tests.platforms.payloads import (
 LONE = "\ud800"  # written by json.dumps as JSON's escape, as a platform would send it
 # Per platform: enough to meet every shape of argument, few enough to stay a few seconds.
 EXAMPLES = 15
-TEXT = st.text(st.characters(exclude_categories=()), max_size=6)  # lone surrogates included
-LEAVES = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT
-ARGUMENTS = st.dictionaries(
-    TEXT,
-    st.recursive(
-        LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3)
-    ),
-    max_size=4,
-) | st.fixed_dictionaries(
-    {"order_id": TEXT, "amount": st.just(5), "currency": st.sampled_from(["EUR", f"EU{LONE}"])}
-)
+ARGUMENTS = ANY_OBJECT | refund_shaped(st.sampled_from(["EUR", f"EU{LONE}"]))
 
 
 def vapi(webhook: httpx.Client, call_id: str, args: Any, tool_call_id: str = "tc-1") -> tuple[str, str]:
