@@ -28,7 +28,7 @@ def test_a_stalled_worker_gets_the_caller_a_bounded_answer_and_the_retry_the_tru
     module_stack: Stack,
 ) -> None:
     worker = module_stack.children["worker"].popen
-    operation_id = new_id()
+    operation_id, conversation_id = new_id(), new_id("conv")  # the retry comes from the same conversation
     with (
         httpx.Client(base_url=module_stack.api_url, timeout=60) as api,
         httpx.Client(base_url=module_stack.sandbox_url, timeout=10) as sandbox_http,
@@ -36,7 +36,10 @@ def test_a_stalled_worker_gets_the_caller_a_bounded_answer_and_the_retry_the_tru
         os.killpg(worker.pid, signal.SIGSTOP)
         try:
             started = time.monotonic()
-            stalled = create(api, "room_booking", BOOKING, operation_id=operation_id, authorized=True, wait=1)
+            stalled = create(
+                api, "room_booking", BOOKING, operation_id=operation_id, conversation_id=conversation_id,
+                authorized=True, wait=1,
+            )  # fmt: skip
             elapsed = time.monotonic() - started
         finally:
             os.killpg(worker.pid, signal.SIGCONT)
@@ -45,7 +48,10 @@ def test_a_stalled_worker_gets_the_caller_a_bounded_answer_and_the_retry_the_tru
         assert "same operation_id" in stalled.json()["error"]["message"]
         assert 1 + ANSWER_GRACE_S - 0.5 <= elapsed < 1 + ANSWER_GRACE_S + 5
 
-        retried = create(api, "room_booking", BOOKING, operation_id=operation_id, authorized=True, wait=25)
+        retried = create(
+            api, "room_booking", BOOKING, operation_id=operation_id, conversation_id=conversation_id,
+            authorized=True, wait=25,
+        )  # fmt: skip
         assert retried.status_code in (200, 201), retried.text
         assert retried.json()["state"] == "confirmed"
         assert len(Sandbox(sandbox_http).records(operation_id)) == 1

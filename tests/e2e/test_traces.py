@@ -5,6 +5,7 @@ receiver over HTTP. The sandbox's request log shows the service saw the trace; n
 param, a secret, a sentence or a query string."""
 
 import asyncio
+import inspect
 import json
 import os
 from collections.abc import Iterator
@@ -176,7 +177,9 @@ def livekit_spans() -> Iterator[InMemorySpanExporter]:
     spans = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
-    set_tracer_provider(provider, allow_pii=False)
+    # LiveKit Agents 1.7 and later record tool arguments unless told not to; earlier ones never do.
+    quiet = {"allow_pii": False} if "allow_pii" in inspect.signature(set_tracer_provider).parameters else {}
+    set_tracer_provider(provider, **quiet)
     yield spans
     livekit_tracer.set_provider(trace.NoOpTracerProvider())
 

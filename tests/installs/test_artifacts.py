@@ -15,11 +15,16 @@ from packaging.version import Version
 from tests.installs.venvs import ROOT, UV, installed, normalized, pytest_in, run
 
 GOOGLE_ADK = "tests/adapters/test_google_adk.py"
+VOICE_FRAMEWORKS_MCP = "tests/mcp/test_voice_frameworks.py"
 # extra → (the framework's distribution, the adapter's tests, the artifact it is installed from).
 CASES = {
     "openai-agents": ("openai-agents", ["tests/adapters/test_openai_agents.py"], "wheel"),
     "pipecat": ("pipecat-ai", ["tests/adapters/test_pipecat.py"], "sdist"),
-    "livekit": ("livekit-agents", ["tests/adapters/test_livekit.py"], "wheel"),
+    "livekit": (
+        "livekit-agents",
+        ["tests/adapters/test_livekit.py", f"{VOICE_FRAMEWORKS_MCP}::test_livekit_agents_lists_the_tools"],
+        "wheel",
+    ),
     # The barge-in of this one test lands after the filler has ended when the machine is very busy,
     # in any environment; tests/adapters runs it.
     "google-adk": (
@@ -51,6 +56,8 @@ def copied_tests(tmp_path_factory: pytest.TempPathFactory) -> Path:
     skip = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "tests", where / "tests", ignore=skip)
     shutil.copytree(ROOT / "examples", where / "examples", ignore=skip)
+    # The guides whose examples a test runs as written (docs/gemini-live.md), without their pictures.
+    shutil.copytree(ROOT / "docs", where / "docs", ignore=shutil.ignore_patterns("*.png", "*.json"))
     shutil.copy(ROOT / "pyproject.toml", where / "pyproject.toml")  # pytest's settings
     return where
 

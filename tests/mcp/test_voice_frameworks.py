@@ -10,7 +10,14 @@ TOOLS = {"reservation", "refund", "verify_action", "authorize_action"}
 
 
 async def test_livekit_agents_lists_the_tools(keyed_stack: Stack) -> None:
-    mcp = pytest.importorskip("livekit.agents.llm.mcp", reason="pip install 'settled[livekit]'")
+    # LiveKit Agents before 1.7 (what the lock holds beside google-adk, whose opentelemetry cap keeps
+    # LiveKit below 1.7) cannot import the mcp package of today: tests/installs runs this test beside
+    # LiveKit's newest release.
+    mcp = pytest.importorskip(
+        "livekit.agents.llm.mcp",
+        reason="LiveKit Agents' MCP integration cannot be imported here (pip install 'settled[livekit]')",
+        exc_type=ImportError,
+    )
     server = mcp.MCPServerHTTP(
         url=f"{keyed_stack.api_url}/mcp?conversation=livekit:room-1",
         transport_type="streamable_http",
