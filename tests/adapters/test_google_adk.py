@@ -180,7 +180,9 @@ async def test_a_lost_answer_is_looked_up_never_sent_twice_and_said_when_verifie
     action = await settled.get(caller.op)
     assert len(records) == 1 and records[0]["key"] == caller.op
     assert action.state is State.CONFIRMED and "unknown" in [entry.state for entry in action.history]
-    _never_done_before_confirmed(c.model, action)
+    # The "haven't confirmed" line was awaited above; on a busy machine the lookup may confirm before
+    # the model has finished saying it, so it need not come before the confirmation's time.
+    _never_done_before_confirmed(c.model, action, spoke_in_flight=False)
     assert "CONFIRMED" in c.model.lines[-1] and action.business_ref in c.model.lines[-1]
 
 
@@ -291,13 +293,16 @@ async def test_a_non_blocking_refund_is_never_announced_before_it_is_confirmed(
         assert (await settled.handoff(caller.conversation)).say == action.say  # owed
 
 
-def _never_done_before_confirmed(model: ScriptedLive, action: ActionStatus) -> None:
+def _never_done_before_confirmed(
+    model: ScriptedLive, action: ActionStatus, spoke_in_flight: bool = True
+) -> None:
     """No line the model said before the service confirmed the refund tells of it as done (its
-    reference); some line was said while it was in flight."""
+    reference); with `spoke_in_flight`, some line was said while it was in flight."""
     assert action.business_ref is not None
     confirmed_at = next(entry.at for entry in action.history if entry.state is State.CONFIRMED).timestamp()
     before = [line for at, line in model.said_at if at < confirmed_at]
-    assert before and not any(action.business_ref in line for line in before), before
+    assert not any(action.business_ref in line for line in before), before
+    assert before or not spoke_in_flight, model.said_at
 
 
 async def _said(model: ScriptedLive, count: int) -> bool:
