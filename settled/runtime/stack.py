@@ -4,6 +4,7 @@
 process, so it can be killed (SIGKILL) and restarted like in production.
 """
 
+import contextlib
 import errno
 import os
 import random
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -68,8 +70,29 @@ def without_otel(env: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if not name.startswith("OTEL_")}
 
 
+# Ports handed out are claimed for a while in a folder every process on the machine shares: a port is
+# free from when it is picked until its part listens, and stacks started side by side (test groups, two
+# test runs) must not pick the same one in that window.
+_CLAIMS = Path(tempfile.gettempdir()) / "settled-port-claims"
+_CLAIM_S = 3 * 3600
+
+
+def _claim(port: int) -> bool:
+    """Claim `port` for this machine's stacks; False if another process claimed it lately."""
+    _CLAIMS.mkdir(exist_ok=True)
+    claim = _CLAIMS / str(port)
+    with contextlib.suppress(OSError):
+        if time.time() - claim.stat().st_mtime > _CLAIM_S:
+            claim.unlink()  # an old claim: its stack is long gone
+    try:
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def free_port(taken: frozenset[int] = frozenset()) -> int:
-    """A loopback port nothing listens on now, not in `taken`."""
+    """A loopback port nothing listens on now, not in `taken`, and not handed out lately."""
     low = _ephemeral_low()
     if low > _PICK_FROM + 1000:
         pick = random.SystemRandom()
@@ -82,6 +105,7 @@ def free_port(taken: frozenset[int] = frozenset()) -> int:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
+            if _claim(port):
                 return port
     while True:  # no room below the ephemeral range: let the kernel choose
         with socket.socket() as sock:
