@@ -169,6 +169,9 @@ def _tcp_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+_STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
 @dataclass
 class Child:
     name: str
@@ -179,15 +182,23 @@ class Child:
 
     def start(self) -> "Child":
         log = self.log_path.open("ab")
-        self.popen = subprocess.Popen(
-            self.argv,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # our signals are ours to send: a ^C at the terminal reaches only us
-        )
-        log.close()
+        # A stop (SIGINT, SIGTERM) that came while the process is being made would leave it running,
+        # unknown to the stack: it waits, blocked, until `popen` is set; the process itself starts with
+        # the mask it would have had.
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # our signals are ours to send: a ^C at the terminal reaches only us
+                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, before),
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+            log.close()
         return self
 
     def exited(self) -> bool:
