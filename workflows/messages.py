@@ -43,6 +43,14 @@ SERVICES_REVISION = 5
 # cancel or an amend while it waits takes the send back, which Temporal refuses once a worker has taken
 # it. The overflow path costs one workflow task more than the direct one, not two.
 QUEUE_REVISION = 6
+# An action's Actions on Temporal Cloud cut where no rule needs them: a change that leaves the close
+# deadline where it was (a `presented`) starts no new timer, and the state search attribute is written
+# only for states an operator acts on.
+LEAN_REVISION = 7
+# A settled action closes once nothing more is pending instead of staying open for its whole window of
+# late controls; a late control within that window opens it again from the record its last run closed
+# with.
+CLOSING_REVISION = 8
 # What new runs start at.
 CURRENT_REVISION = QUEUE_REVISION
 Revision = Field(default=1, ge=1)
