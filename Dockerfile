@@ -1,6 +1,8 @@
 # One image for settled's API and worker: docker-compose.yml runs it twice, with `settled api` and
 # `settled worker`. The project's own machines have no Docker engine, so this file is not built
-# there; it installs the project exactly as `pip install .` does anywhere else.
+# there. It installs the server extra exactly as the tests ran it: the lock's pins with their hashes
+# (deploy/requirements-server.txt, written by `make lock`), then the project itself without resolving
+# anything again.
 FROM python:3.11.13-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -10,6 +12,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /src
 # What the package is built from (pyproject.toml's packages); tests and docs stay out.
+COPY deploy/requirements-server.txt ./
+RUN pip install --require-hashes --no-deps -r requirements-server.txt
 COPY pyproject.toml ./
 COPY settled ./settled
 COPY workflows ./workflows
@@ -23,12 +27,12 @@ COPY sandbox ./sandbox
 COPY drill ./drill
 COPY soak ./soak
 COPY bench ./bench
-# The server extra only: no test, tool or framework extras. Then what production never runs leaves the
+# The server extra only (its pins are in): no test, tool or framework extras. Then what production never runs leaves the
 # image: the sandbox business services, the drill, the soak and the benchmark (they are built as one
 # package with the rest, and removed from it here).
 # Bytecode for everything installed: the workflow sandbox re-imports the workflow modules for every
 # workflow, and the installed tree is read-only at run time.
-RUN pip install ".[server]" \
+RUN pip install --no-deps ".[server]" \
     && site="$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
     && rm -rf "$site/settled/sandbox" "$site/settled/drill" "$site/settled/soak" "$site/settled/bench" \
     && python -m compileall -q "$site" \

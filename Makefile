@@ -18,9 +18,13 @@ $(STAMP): pyproject.toml uv.lock
 
 # A new lock after a change of the ranges, or to move the tested set to the newest releases
 # (`make lock LOCK_ARGS=--upgrade`); tests/installs checks the lock against the ranges.
+# The image's pins (Dockerfile): the server extra as the lock holds it, with hashes; tests/installs
+# checks that the file is the lock's export.
+SERVER_PINS := deploy/requirements-server.txt
 lock:
 	@test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet 'uv==$(UV_VERSION)'; }
 	$(BIN)/uv lock $(LOCK_ARGS)
+	$(BIN)/uv export --quiet --frozen --no-dev --extra server --no-emit-project --output-file $(SERVER_PINS)
 
 # The TypeScript package (typescript/, docs/typescript.md): Node.js from Debian when missing (we are root),
 # its modules from the lockfile (npm ci, skipped while up to date), then its build (dist/ and the tests).

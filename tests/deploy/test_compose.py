@@ -173,7 +173,13 @@ def test_every_file_mounted_from_the_repository_exists() -> None:
 def test_the_image_is_slim_python_311_with_the_server_extra_only_run_as_a_user() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11[.\d]*-slim", dockerfile, re.M)
-    assert re.search(r'^RUN pip install "\.\[server\]"(\s|$)', dockerfile, re.M)  # not test or tools
+    # The server extra's pins from the lock, with their hashes; then the project, resolving nothing.
+    assert re.search(
+        r"^RUN pip install --require-hashes --no-deps -r requirements-server\.txt$", dockerfile, re.M
+    )
+    assert re.search(
+        r'^RUN pip install --no-deps "\.\[server\]"(\s|$)', dockerfile, re.M
+    )  # not test or tools
     # What production never runs is removed from the installed package.
     for tool in ("sandbox", "drill", "soak", "bench"):
         assert f'"$site/settled/{tool}"' in dockerfile
