@@ -831,7 +831,13 @@ class ActionRecord(BaseModel):
             raise ControlRefused("noop", f"nothing to check: the action is {self.state.value}")
         if self.lookup_requested:
             return  # the lookup already due answers this caller too: accepted, so it can wait for it
-        if self.last_lookup_at is not None and now - self.last_lookup_at < RECONCILE_COALESCE:
+        # A burst is one lookup, but only while lookups go on: once they have stopped, a lookup just
+        # answered is no reason to leave the action unverified.
+        if (
+            self.last_lookup_at is not None
+            and now - self.last_lookup_at < RECONCILE_COALESCE
+            and not self.automatic_lookups_stopped(now)
+        ):
             raise ControlRefused("noop", "it was just looked up")
 
     def apply_reconcile(self, why: str, now: datetime) -> None:

@@ -213,6 +213,19 @@ def test_a_burst_of_reconciles_is_one_lookup() -> None:
     action.check_reconcile(at(3))
 
 
+def test_a_reconcile_just_after_the_last_automatic_lookup_restarts_lookups() -> None:
+    action = record("refund", authorized=True, idempotency_header=None, give_up_after_s=100.0)
+    action.begin_dispatch(at(0))
+    action.on_dispatch(LOST, at(1))
+    action.on_lookup(LookupOutcome(result="inconclusive", detail="503"), at(99.8))
+    action.tick(at(100.2))
+    assert action.automatic_lookups_stopped(at(100.2))
+    action.check_reconcile(at(100.2))  # 0.4 s after a lookup, but nothing would look again
+    action.apply_reconcile("operator", at(100.2))
+    assert action.next_step(at(100.2)).action == "lookup"
+    assert not action.automatic_lookups_stopped(at(100.2))
+
+
 def test_lookups_give_up_after_the_window_and_reconcile_restarts_them() -> None:
     action = record("refund", authorized=True, idempotency_header=None, give_up_after_s=100.0)
     action.begin_dispatch(at(0))
