@@ -3,8 +3,9 @@
 The loop asks the record what to do, runs that activity, and feeds the answer back. Controls
 arrive as updates whose validators refuse bad calls before history is touched. Every change is
 mirrored to the memo (the status and its change number, which the API, the handoff and the stream
-read), to the search attributes (for operators), and to the workflow's current details (for the
-Temporal UI). Runs started before `QUIET_REVISION` also signal each change to their conversation.
+read), to the search attributes (for operators; since LEAN_REVISION only the states they act on,
+`_mirror_state`), and to the workflow's current details (for the Temporal UI). Runs started
+before `QUIET_REVISION` also signal each change to their conversation.
 
 Runs started since the `IN_TASK_CALLS` patch make a quick business call inside the workflow task (a
 local activity) when the record allows it (`ActionRecord.in_task`), publish once per workflow task,
