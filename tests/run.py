@@ -32,6 +32,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         for name in (
             "api_crash",
             "backlog",
+            "billed_actions",
             "bulkheads",
             "conversation_tokens",
             "crashes",

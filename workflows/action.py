@@ -3,8 +3,9 @@
 The loop asks the record what to do, runs that activity, and feeds the answer back. Controls
 arrive as updates whose validators refuse bad calls before history is touched. Every change is
 mirrored to the memo (the status and its change number, which the API, the handoff and the stream
-read), to the search attributes (for operators), and to the workflow's current details (for the
-Temporal UI). Runs started before `QUIET_REVISION` also signal each change to their conversation.
+read), to the search attributes (for operators; since LEAN_REVISION only the states they act on,
+`_mirror_state`), and to the workflow's current details (for the Temporal UI). Runs started
+before `QUIET_REVISION` also signal each change to their conversation.
 
 Runs started since the `IN_TASK_CALLS` patch make a quick business call inside the workflow task (a
 local activity) when the record allows it (`ActionRecord.in_task`), publish once per workflow task,
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from settled.activities.inputs import DISPATCH, SENDING, BusinessCall, lane_full
     from settled.workflows import meters
     from settled.workflows.messages import (
+        LEAN_REVISION,
         PATCHED_REVISION,
         QUEUE_REVISION,
         QUIET_REVISION,
@@ -96,6 +98,8 @@ class ActionWorkflow:
     @workflow.init
     def __init__(self, start: ActionStart) -> None:
         self._current = start.revision >= PATCHED_REVISION
+        # Runs of LEAN_REVISION keep one timer per deadline and mirror only the states operators act on.
+        self._lean = start.revision >= LEAN_REVISION
         # Earlier runs signal their conversation on every change; quiet ones are read where they are.
         self._signals_conversation = start.revision < QUIET_REVISION
         # Started by the creating call itself (eagerly, without an update), it registers that call.
@@ -122,6 +126,7 @@ class ActionWorkflow:
         self._mirrored_version = -1
         self._mirror: asyncio.Task[None] | None = None
         self._closing = False
+        self._deadline: tuple[datetime, asyncio.Task[None]] | None = None  # the loop's timer, and until when
         self._continue_as_new_after_events = start.continue_as_new_after or CONTINUE_AS_NEW_AFTER_EVENTS
 
     def _patched(self, patch_id: str) -> bool:
@@ -185,6 +190,7 @@ class ActionWorkflow:
         )
 
     async def _drain(self, publisher: asyncio.Task[None] | None) -> None:
+        self._keep_deadline(None)  # the loop is over: its timer too
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self._outbox)
         self._closing = True
         if publisher is not None:
@@ -193,14 +199,39 @@ class ActionWorkflow:
             await self._mirror
 
     async def _wait(self, until: datetime | None) -> None:
+        """Until the record changes (a control, an answer) or `until` comes. Runs before LEAN_REVISION
+        start a timer for every wait, so each change restarts it even when the deadline stays where it
+        was (a `presented`, a repeat `register`); LEAN runs keep one timer per deadline
+        (`_keep_deadline`)."""
         version = self._record.version
-        timeout = None
-        if until is not None:
-            timeout = (until - workflow.now()).total_seconds()
-            if timeout <= 0:
-                return
+        if until is not None and until <= workflow.now():
+            return
+        if self._lean:
+            timer = self._keep_deadline(until)
+            await workflow.wait_condition(
+                lambda: self._record.version != version or (timer is not None and timer.done())
+            )
+            return
+        timeout = None if until is None else (until - workflow.now()).total_seconds()
         with suppress(TimeoutError):
             await workflow.wait_condition(lambda: self._record.version != version, timeout=timeout)
+
+    def _keep_deadline(self, until: datetime | None) -> asyncio.Task[None] | None:
+        """The one timer that ends the loop's waits at `until`: kept across turns of the loop (and the
+        calls between them) while the deadline is the same instant, replaced when it moves (a lookup's
+        backoff, the end of the window of late controls once settled), cancelled when no deadline is
+        needed. A new run (continue-as-new) starts its own."""
+        if self._deadline is not None:
+            kept_until, timer = self._deadline
+            if kept_until == until and not timer.done():
+                return timer
+            timer.cancel()
+            self._deadline = None
+        if until is None:
+            return None
+        timer = asyncio.create_task(workflow.sleep(until - workflow.now()))
+        self._deadline = (until, timer)
+        return timer
 
     def _call(self) -> BusinessCall:
         record = self._record
@@ -361,18 +392,29 @@ class ActionWorkflow:
         )
 
     def _mirror_state(self) -> None:
-        """The state in the search attributes, for operators' queries (once per change of state)."""
+        """The state in the search attributes, for operators' queries (once per change of state).
+
+        Each upsert is a billed Action, so runs of LEAN_REVISION write only what an operator acts on:
+        `SettledState` shows the record's state as each workflow task ends, except a send's own
+        `running` while that send is in flight (begun, its answer not recorded: minutes at most, by
+        the kind's timeout), when it keeps what it showed before the send (`requested`, or `unknown`
+        for a re-send) until the answer is recorded. So a send made by an activity writes once (its
+        outcome), not twice. `running` is written when it outlasts the send: the service accepted the
+        request and has not finished it. So an action that is not settled is never shown settled, one
+        that is `unknown` always shows `unknown`, and `SettledNeedsAttention` is written whenever it
+        changes."""
         record = self._record
+        state = record.state
+        if self._lean and state is State.RUNNING and not record.accepted:
+            state = self._published_state or state  # not accepted: only its send's answer ends it
         attention_changed = record.needs_attention != self._published_attention
-        if record.state == self._published_state and not (
-            attention_changed and self._patched(ATTENTION_MIRRORED)
-        ):
+        if state == self._published_state and not (attention_changed and self._patched(ATTENTION_MIRRORED)):
             return
-        self._published_state = record.state
+        self._published_state = state
         self._published_attention = record.needs_attention
         workflow.upsert_search_attributes(
             [
-                visibility.STATE.value_set(record.state.value),
+                visibility.STATE.value_set(state.value),
                 visibility.NEEDS_ATTENTION.value_set(record.needs_attention),
             ]
         )
@@ -387,6 +429,10 @@ class ActionWorkflow:
 
         while True:
             await workflow.wait_condition(changed)
+            if self._lean and not changed():
+                # Woken in the same pass as the loop, which has since begun a call inside this task:
+                # mirror its outcome, not the `running` the task will not end with.
+                continue
             if record.version != self._mirrored_version:
                 self._mirrored_version = record.version
                 memo: dict[str, object] = {STATUS_MEMO: record.status()}

@@ -52,7 +52,7 @@ LEAN_REVISION = 7
 # with.
 CLOSING_REVISION = 8
 # What new runs start at.
-CURRENT_REVISION = QUEUE_REVISION
+CURRENT_REVISION = LEAN_REVISION
 Revision = Field(default=1, ge=1)
 
 

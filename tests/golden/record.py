@@ -43,8 +43,9 @@ HERE = Path(__file__).parent
 # reversal whose answer was lost, looked up instead of re-sent) and `golden7-accepted` (a payout the
 # service accepted and finished later); `golden8-` since a queued send is marked sending by its
 # worker taking it (QUEUE_REVISION), with `golden8-queued-cancelled` and `golden8-queued-amended`
-# (queued sends taken back by a cancel and by an amend).
-GENERATION = "golden8"
+# (queued sends taken back by a cancel and by an amend); `golden9-` since an unchanged deadline keeps
+# its timer and the state attribute is written only for states operators act on (LEAN_REVISION).
+GENERATION = "golden9"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
 # Its idle period, short enough to record (the real one is 30 days).
