@@ -68,7 +68,7 @@ def per_action(actions: list[Stored], conversations: list[Stored]) -> dict[str, 
     byte_hours = action_byte_hours + conversation_byte_hours
     return {
         "action_history_bytes": round(sum(s.history_bytes for s in actions) / n),
-        "action_hours_open": round(sum(s.hours_open for s in actions) / n, 1),
+        "action_hours_open": round(sum(s.hours_open for s in actions) / n, 3),
         "conversation_history_bytes_per_action": round(sum(s.history_bytes for s in conversations) / n),
         "conversation_hours_open": round(
             sum(s.hours_open for s in conversations) / max(1, len(conversations)), 1
@@ -76,4 +76,5 @@ def per_action(actions: list[Stored], conversations: list[Stored]) -> dict[str, 
         "byte_hours": round(byte_hours),
         "action_share": round(action_byte_hours / byte_hours, 3) if byte_hours else 0.0,
         "gb_hours_per_1000_actions": round(byte_hours * 1000 / GB, 3),
+        "action_gb_hours_per_1000_actions": round(action_byte_hours * 1000 / GB, 6),
     }
