@@ -14,6 +14,9 @@ Runs recorded before the patch replay the old command sequence unchanged.
 
 A new action is started by a plain start (eager, in the API's own worker) that carries its creating
 call's wait (`ActionStart.creating_wait_s`); a repeat registers by the `register` update. Runs of
+`CLOSING_REVISION` close `close_after_settled_s` after the action settled, once nothing is pending,
+and end with the whole record; a late control within the action's window opens a new run from it
+(`ActionStart.carried` and `reopens`, settled.gateway.reopening), which closes again after its linger. Runs of
 revision `PATCHED_REVISION` or later take every patched path without asking `workflow.patched`, so
 their histories carry no patch markers.
 """

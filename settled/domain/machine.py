@@ -295,8 +295,8 @@ class ActionRecord(BaseModel):
     def _close_at(self) -> datetime:
         """When a settled action's run closes: at the end of its window of late controls, or, for a run
         that closes when settled, a fixed linger after it settled (or was opened again), which a control
-        does not move. Params due to be redacted within the window keep it open until they are (the
-        run then continues as new without them); it never outlasts the window."""
+        does not move. Params due to be redacted within the window keep it open until they are (then
+        it closes, its memo and its record without them); it never outlasts the window."""
         window_ends = self.late_controls_until()
         if not self.closes_when_settled:
             return window_ends
