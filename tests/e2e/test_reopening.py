@@ -5,6 +5,7 @@ reversal at the service, and a control whose read of the last run went stale lan
 then reads again, and never starts a run from the older record."""
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -23,7 +24,8 @@ from settled.temporal.identity import action_workflow_id
 from tests.client.support import eventually
 from tests.e2e.conftest import StackOptions
 from tests.e2e.inprocess import gateway_on
-from tests.helpers import BOOKING, FAST, Sandbox, create, new_id
+from tests.e2e.test_cli import settled
+from tests.helpers import BOOKING, FAST, Sandbox, create, new_id, wait_for
 
 # A booking whose settled run lingers a few seconds (the real linger is a minute): long enough for a
 # reopened run's start to be made within half of it on a busy machine, short enough to wait for.
@@ -91,6 +93,17 @@ async def test_two_concurrent_late_cancels_open_one_run_and_reverse_once(
     assert second.run_id != first.run_id
     runs = await every_run(gateway.client, action_workflow_id(None, op))
     assert [run.run_id for run in runs] == [first.run_id, second.run_id]
+    # An operator's replay of the action replays both runs; its listing shows it once, as it is now.
+    replayed = await asyncio.to_thread(settled, module_stack, "replay", op, "--json")
+    assert json.loads(replayed.stdout) == {"replayed": 2, "failed": 0, "failures": []}, replayed.stderr
+
+    def listed() -> list[dict[str, Any]] | None:
+        rows = json.loads(settled(module_stack, "list", "--json").stdout)
+        mine = [row for row in rows if row["operation_id"] == op]
+        return mine if mine and mine[0]["state"] == "cancelled" else None
+
+    [row] = await asyncio.to_thread(wait_for, listed, 30.0, "the listing to show the cancelled action")
+    assert row["open"] is False
 
 
 class _StaleOnce(Reopening):
