@@ -57,7 +57,7 @@ async def closed_record(client: Client, workflow_id: str, run_id: str) -> Action
             [record] = await client.data_converter.decode(payloads, [ActionRecord])
         except ValueError:  # an ActionStatus: a run of an earlier revision
             return None
-        return record
+        return record if record.settled_at is not None else None
     return None
 
 
