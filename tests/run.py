@@ -37,6 +37,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "crashes",
             "eager_start",
             "outages",
+            "reopening",
             "restarts",
             "security",
             "services",
