@@ -126,9 +126,9 @@ async def action_changes(
 
     A run that continued as new is not read again: a reader behind it gets the newer run's first
     status, which holds every transition it missed. Change numbers go on across runs (the record's
-    version). Runs started before `QUIET_REVISION` record no
-    change number; their changes are numbered by their position in their run's history. Once an
-    action's params are redacted, earlier changes read from its history are sent redacted too."""
+    version). Runs started before `QUIET_REVISION` record no change number; their changes are
+    numbered by their position in their run's history. Once an action's params are redacted, earlier
+    changes read from its history are sent redacted too."""
     last = after
     pause = NOT_STARTED_POLL_S[0]
     read_run: str | None = None
