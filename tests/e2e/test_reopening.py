@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import httpx
+from settled.bench.actions import billed_in_history
 from settled.gateway.errors import GatewayError
 from settled.gateway.gateway import Gateway
 from settled.gateway.reopening import ClosedRun, LastRun, Reopening, start_reopened
@@ -93,6 +94,9 @@ async def test_two_concurrent_late_cancels_open_one_run_and_reverse_once(
     assert second.run_id != first.run_id
     runs = await every_run(gateway.client, action_workflow_id(None, op))
     assert [run.run_id for run in runs] == [first.run_id, second.run_id]
+    # The bench counts both runs' Actions: two starts, and the reversal's activity.
+    billed = await billed_in_history(gateway.client, action_workflow_id(None, op))
+    assert billed.counts["workflow started"] == 2 and billed.counts["activity"] >= 1, billed.counts
     # An operator's replay of the action replays both runs; its listing shows it once, as it is now.
     replayed = await asyncio.to_thread(settled, module_stack, "replay", op, "--json")
     assert json.loads(replayed.stdout) == {"replayed": 2, "failed": 0, "failures": []}, replayed.stderr
