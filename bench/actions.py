@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 import httpx
+from settled.gateway.runs import every_run
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
@@ -62,15 +63,16 @@ class Billed:
 
 
 async def billed_in_history(client: Client, workflow_id: str) -> Billed:
-    """One workflow's Actions so far (its current run); none for a workflow never started."""
+    """One workflow's Actions so far, over every run it has had (continued as new, or opened again by
+    a late control: `settled.gateway.runs`); none for a workflow never started."""
     billed = Billed.none()
     try:
-        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        runs = await every_run(client, workflow_id)
     except RPCError as error:
         if error.status is RPCStatusCode.NOT_FOUND:
             return billed
         raise
-    for event in history.events:
+    for event in (event for history in runs for event in history.events):
         kind = _BILLED_ONCE.get(event.event_type)
         if kind is not None:
             billed.counts[kind] += 1

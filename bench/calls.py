@@ -249,8 +249,9 @@ async def whole_calls(
         spec = kinds.get(shape.kind)
         if spec is None:
             raise BenchError(f"the stack has no kind {shape.kind}")
-        keep_open = timedelta(seconds=spec.keep_open_after_settled_s)
-        stored_actions = [await storage.stored(door.temporal, wid, keep_open) for wid in action_ids]
+        # Runs of the current revision close this long after the action settled.
+        lingers = timedelta(seconds=spec.close_after_settled_s)
+        stored_actions = [await storage.stored(door.temporal, wid, lingers) for wid in action_ids]
         stored_conversations = [
             await storage.stored(door.temporal, wid, IDLE_CLOSE_AFTER) for wid in conversation_ids
         ]

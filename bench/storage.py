@@ -1,19 +1,34 @@
-"""What an action keeps in Temporal Cloud's active storage: its history, for as long as its workflow
-stays open. A settled action stays open `keep_open_after_settled_s` after it settled (late controls
-are accepted meanwhile), and its conversation until it has been idle for its idle period; Cloud bills
-the open histories' bytes by the hour.
+"""What an action keeps in Temporal Cloud's active storage: its histories, for as long as each run
+stays open. A settled action's run stays open `close_after_settled_s` after it settled (runs of
+earlier revisions: `keep_open_after_settled_s`, the whole window of late controls), a run a late
+control opened again as long again, and its conversation until it has been idle for its idle period;
+Cloud bills the open histories' bytes by the hour.
 
-Measured per history as its serialized size (the fetched events as one `History` message) times the
-hours it will have been open: from its start to its last event so far, plus the wait before it closes.
+Measured per run as its serialized size (the fetched events as one `History` message) times the hours
+it is open: a closed run from its start to its close, the open one from its start to its last event
+so far plus the wait before it closes. Every run of a workflow id counts (`settled.gateway.runs`).
 """
 
 from dataclasses import dataclass
 from datetime import timedelta
 
+from settled.gateway.runs import every_run
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
 GB = 1e9
+# The events that end a run.
+CLOSED = frozenset(
+    {
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+    }
+)
 HOUR_S = 3600.0
 
 
@@ -30,12 +45,19 @@ class Stored:
 
 
 async def stored(client: Client, workflow_id: str, open_after_last_event: timedelta) -> Stored:
-    """The workflow's history as fetched now, open until `open_after_last_event` after its last event."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    events = history.events
-    ran = events[-1].event_time.ToDatetime() - events[0].event_time.ToDatetime()
-    hours = (ran + open_after_last_event).total_seconds() / HOUR_S
-    return Stored(History(events=events).ByteSize(), hours)
+    """The workflow's runs as fetched now, its open run open until `open_after_last_event` after its
+    last event: their bytes, and the hours they are open weighted by their bytes (so that the byte-hours
+    are the runs' own)."""
+    history_bytes, byte_hours = 0, 0.0
+    for history in await every_run(client, workflow_id):
+        events = history.events
+        ran = events[-1].event_time.ToDatetime() - events[0].event_time.ToDatetime()
+        if events[-1].event_type not in CLOSED:
+            ran += open_after_last_event
+        size = History(events=events).ByteSize()
+        history_bytes += size
+        byte_hours += size * ran.total_seconds() / HOUR_S
+    return Stored(history_bytes, byte_hours / history_bytes if history_bytes else 0.0)
 
 
 def per_action(actions: list[Stored], conversations: list[Stored]) -> dict[str, float]:
@@ -46,7 +68,7 @@ def per_action(actions: list[Stored], conversations: list[Stored]) -> dict[str, 
     byte_hours = action_byte_hours + conversation_byte_hours
     return {
         "action_history_bytes": round(sum(s.history_bytes for s in actions) / n),
-        "action_hours_open": round(sum(s.hours_open for s in actions) / n, 1),
+        "action_hours_open": round(sum(s.hours_open for s in actions) / n, 3),
         "conversation_history_bytes_per_action": round(sum(s.history_bytes for s in conversations) / n),
         "conversation_hours_open": round(
             sum(s.hours_open for s in conversations) / max(1, len(conversations)), 1
@@ -54,4 +76,5 @@ def per_action(actions: list[Stored], conversations: list[Stored]) -> dict[str, 
         "byte_hours": round(byte_hours),
         "action_share": round(action_byte_hours / byte_hours, 3) if byte_hours else 0.0,
         "gb_hours_per_1000_actions": round(byte_hours * 1000 / GB, 3),
+        "action_gb_hours_per_1000_actions": round(action_byte_hours * 1000 / GB, 6),
     }

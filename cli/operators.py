@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from settled.gateway.gateway import Gateway, GatewayError, connect
 from settled.gateway.preflight import refusal, search_attribute_checks
+from settled.gateway.runs import every_run
 from temporalio.client import WorkflowExecution, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -107,14 +108,19 @@ async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
             "invalid_request", f"--state {args.state!r}: one of {', '.join(s.value for s in State)}"
         )
     query = list_query(args.tenant, args.conversation, args.state, args.kind)
-    rows: list[dict[str, Any]] = []
+    latest: dict[str, dict[str, Any]] = {}
     try:
         async for execution in gateway.client.list_workflows(query):
-            rows.append(_row(execution, args.tenant))
+            # An action a late control opened again has a run for each opening: its latest speaks.
+            row = _row(execution, args.tenant)
+            seen = latest.get(row["workflow_id"])
+            if seen is None or row["started_at"] > seen["started_at"]:
+                latest[row["workflow_id"]] = row
     except RPCError as error:
         if error.status is RPCStatusCode.INVALID_ARGUMENT:
             await _unsearchable(gateway, error)
         raise
+    rows = list(latest.values())
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -134,9 +140,19 @@ async def _list(gateway: Gateway, args: argparse.Namespace) -> int:
 
 
 async def _history(gateway: Gateway, tenant: str | None, operation_id: str) -> WorkflowHistory:
-    handle = gateway.client.get_workflow_handle(action_workflow_id(tenant, operation_id))
+    """The history of the action's latest run."""
+    return (await _runs(gateway, tenant, operation_id, latest_only=True))[-1]
+
+
+async def _runs(
+    gateway: Gateway, tenant: str | None, operation_id: str, latest_only: bool = False
+) -> list[WorkflowHistory]:
+    """The history of every run of the action, oldest first (`settled.gateway.runs`)."""
+    workflow_id = action_workflow_id(tenant, operation_id)
     try:
-        return await handle.fetch_history()
+        if latest_only:
+            return [await gateway.client.get_workflow_handle(workflow_id).fetch_history()]
+        return await every_run(gateway.client, workflow_id)
     except RPCError as error:
         if error.status is RPCStatusCode.NOT_FOUND:
             raise GatewayError("not_found", f"no action with operation id {operation_id!r}") from None
@@ -162,7 +178,7 @@ async def run(args: argparse.Namespace) -> int:
             from settled.cli import replay
 
             return await replay.run(
-                gateway, args, settings, lambda operation_id: _history(gateway, args.tenant, operation_id)
+                gateway, args, settings, lambda operation_id: _runs(gateway, args.tenant, operation_id)
             )
         assert gateway is not None
         if args.command == "list":

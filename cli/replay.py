@@ -164,13 +164,13 @@ async def run(
     gateway: Gateway | None,
     args: argparse.Namespace,
     settings: Settings,
-    history_of: Callable[[str], Awaitable[WorkflowHistory]],
+    runs_of: Callable[[str], Awaitable[list[WorkflowHistory]]],
 ) -> int:
     histories = [read_history(Path(path)) for path in args.file]
     matched_none = False
     if gateway is not None:
         for operation_id in args.operation_ids:
-            histories.append(await history_of(operation_id))
+            histories.extend(await runs_of(operation_id))  # every run of the action
         if args.query:
             found = await _matching(gateway, args.query)
             matched_none = not found

@@ -8,19 +8,27 @@ written, and costs nothing while nothing changes.
 """
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 
 from settled.activities.inputs import DISPATCH
 from settled.workflows.messages import STATUS_MEMO, TAKEN_MEMO, VERSION_MEMO
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowHistoryEventFilterType,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
+from settled.domain.machine import ActionRecord
 from settled.domain.models import ActionStatus, TakenSend, is_redacted, redacted_like
 
 PROPERTIES_MODIFIED = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
+COMPLETED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
 # A pending activity a worker has taken (Temporal cancels one no worker has taken at once).
 TAKEN = (
     PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
@@ -29,6 +37,32 @@ TAKEN = (
 # How often an action that does not exist yet is looked for (tracked by its conversation before its
 # start is recorded), at first and at most.
 NOT_STARTED_POLL_S = (0.2, 10.0)
+# How often a settled action whose run closed is looked at while late controls may open it again, at
+# first and at most (a describe each: no worker, no Action).
+CLOSED_POLL_S = (0.5, 5.0)
+
+
+async def closed_record(client: Client, workflow_id: str, run_id: str) -> ActionRecord | None:
+    """The whole record a completed run of an action ended with (runs since CLOSING_REVISION); None for
+    a run that ended with its status alone (earlier runs)."""
+    run = client.get_workflow_handle(workflow_id, run_id=run_id)
+    events = run.fetch_history_events(
+        event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT, skip_archival=True
+    )
+    async for event in events:
+        if event.event_type != COMPLETED:
+            return None
+        payloads = event.workflow_execution_completed_event_attributes.result.payloads
+        try:
+            [record] = await client.data_converter.decode(payloads, [ActionRecord])
+        except ValueError:  # an ActionStatus: a run of an earlier revision
+            return None
+        return record if record.settled_at is not None else None
+    return None
+
+
+async def wall_clock() -> datetime:
+    return datetime.now(UTC)
 
 
 async def snapshot(client: Client, event: HistoryEvent) -> tuple[int | None, ActionStatus] | None:
@@ -79,19 +113,27 @@ def _send_taken_at(described: WorkflowExecutionDescription) -> datetime | None:
 
 
 async def action_changes(
-    client: Client, handle: WorkflowHandle[object, ActionStatus], after: int | None
+    client: Client,
+    handle: WorkflowHandle[object, ActionStatus],
+    after: int | None,
+    clock: Callable[[], Awaitable[datetime]] = wall_clock,
 ) -> AsyncIterator[tuple[int, ActionStatus]]:
     """Each durable change of the action after change number `after`, oldest first, as (number,
-    status); with `after` None, its current status first. Follows it across continue-as-new and ends
-    once it has closed.
+    status); with `after` None, its current status first. Follows it across continue-as-new and
+    across the runs a late control opens (`settled.gateway.reopening`), and ends once its last run
+    has closed for good: past its window of late controls (`clock` tells), or a run of an earlier
+    revision. While a late control may still open it, the closed run is looked at now and then.
 
     A run that continued as new is not read again: a reader behind it gets the newer run's first
-    status, which holds every transition it missed. Runs started before `QUIET_REVISION` record no
-    change number; their changes are numbered by their position in their run's history. Once an
-    action's params are redacted, earlier changes read from its history are sent redacted too."""
+    status, which holds every transition it missed. Change numbers go on across runs (the record's
+    version). Runs started before `QUIET_REVISION` record no change number; their changes are
+    numbered by their position in their run's history. Once an action's params are redacted, earlier
+    changes read from its history are sent redacted too."""
     last = after
     pause = NOT_STARTED_POLL_S[0]
     read_run: str | None = None
+    closed_pause = CLOSED_POLL_S[0]
+    closed: tuple[str, ActionRecord | None] | None = None  # the closed run read last, and its record
     while True:
         try:
             described, now = await current(handle)
@@ -102,7 +144,16 @@ async def action_changes(
             pause = min(pause * 2, NOT_STARTED_POLL_S[1])
             continue
         if described.run_id == read_run and described.status is not WorkflowExecutionStatus.RUNNING:
-            return  # the last run closed, and all of it was read
+            # The last run closed, and all of it was read: done, unless a late control may open it.
+            if closed is None or closed[0] != described.run_id:
+                closed = (described.run_id, await closed_record(client, handle.id, described.run_id))
+            record = closed[1]
+            if record is None or await clock() >= record.late_controls_until():
+                return
+            await asyncio.sleep(closed_pause)
+            closed_pause = min(closed_pause * 2, CLOSED_POLL_S[1])
+            continue
+        closed_pause = CLOSED_POLL_S[0]
         if now is not None and last is None:
             last = now[0]
             yield now
@@ -125,5 +176,6 @@ async def action_changes(
                     status = redacted_like(status, redacted)
                 last = number
                 yield number, status
-        # Read to its end: describe tells whether it continued as new (a newer run) or ended.
-        read_run = described.run_id
+        # Read to its end: describe tells whether it continued as new (a newer run) or ended. A run
+        # that was running is read once more once closed (what a long poll gave is not taken as all).
+        read_run = None if running else described.run_id

@@ -1,25 +1,44 @@
 """The controls of an action that exists: authorize, amend, cancel, reconcile, presented. Each is an
 update of the action's workflow, whose validator refuses a bad call before history is touched; a
-control that changes nothing still answers a waiting caller with the verified outcome."""
+control that changes nothing still answers a waiting caller with the verified outcome. A control of
+a settled action whose run has closed, within its window of late controls, is checked against the
+record that run closed with and, where it changes something, opens the action again
+(`settled.gateway.reopening`)."""
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
-from settled.gateway.errors import GatewayError, unless_missing
+from settled.gateway.errors import NOT_FOUND, GatewayError, unless_missing
 from settled.gateway.link import ActionHandle, Link
+from settled.gateway.reopening import Check, Reopening
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.messages import Amend, Authorize, Cancel, Present, Reconcile
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateStage
 
+from settled.domain.machine import ActionRecord, ControlRefused
 from settled.domain.models import WAIT_MAX_S, ActionStatus, PresentedBody
 from settled.domain.params import InvalidParams, validate_params, validate_text
 from settled.domain.states import IN_PROGRESS, SETTLED, State
 
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
 NOOP_WAIT_POLL_S = 0.02
-# What a control on an action whose workflow has closed (long settled) answers.
+# What a control on an action whose workflow has closed for good (past its window of late controls,
+# or of a revision before actions were opened again) answers.
 CLOSED_ANSWER = {"amend": "not_amendable", "cancel": "cannot_cancel", "presented": "not_amendable"}
+
+
+def _checked(check: Callable[[ActionRecord, datetime], None]) -> Check:
+    """A control's check of a closed run's record, refusing as its update's validator would."""
+
+    def checked(record: ActionRecord, now: datetime) -> None:
+        try:
+            check(record, now)
+        except ControlRefused as error:
+            raise GatewayError(error.code, error.message) from None
+
+    return checked
 
 
 def _valid(validate: Callable[[dict[str, Any]], None], params: dict[str, Any]) -> None:
@@ -32,12 +51,16 @@ def _valid(validate: Callable[[dict[str, Any]], None], params: dict[str, Any]) -
 class Controls:
     def __init__(self, link: Link) -> None:
         self.link = link
+        self.reopening = Reopening(link)
 
     async def authorize(
         self, tenant: str | None, operation_id: str, by: str | None, wait_s: float
     ) -> ActionStatus:
         request = Authorize(by=by, wait_s=wait_s)
-        return await self._control(tenant, operation_id, "authorize", ActionWorkflow.authorize, request)
+        check = _checked(lambda record, _: record.check_authorize())
+        return await self._control(
+            tenant, operation_id, "authorize", ActionWorkflow.authorize, request, check
+        )
 
     async def amend(self, tenant: str | None, operation_id: str, params: dict[str, Any]) -> ActionStatus:
         _valid(validate_text, params)  # even for an action whose kind is no longer served
@@ -49,21 +72,31 @@ class Controls:
         kind = self.link.kinds.get(status.kind)
         if kind is not None:
             _valid(lambda checked: validate_params(kind, checked), params)
-        return await self._control(tenant, operation_id, "amend", ActionWorkflow.amend, Amend(params=params))
+        check = _checked(lambda record, now: record.check_amend(params, now))
+        return await self._control(
+            tenant, operation_id, "amend", ActionWorkflow.amend, Amend(params=params), check
+        )
 
     async def cancel(
         self, tenant: str | None, operation_id: str, by: str | None, reason: str | None, wait_s: float
     ) -> ActionStatus:
         request = Cancel(by=by, reason=reason, wait_s=wait_s)
-        return await self._control(tenant, operation_id, "cancel", ActionWorkflow.cancel, request)
+        check = _checked(lambda record, _: record.check_cancel())
+        return await self._control(tenant, operation_id, "cancel", ActionWorkflow.cancel, request, check)
 
     async def reconcile(self, tenant: str | None, operation_id: str, wait_s: float, why: str) -> ActionStatus:
         request = Reconcile(why=why, wait_s=wait_s)
-        return await self._control(tenant, operation_id, "reconcile", ActionWorkflow.reconcile, request)
+        check = _checked(lambda record, now: record.check_reconcile(now))
+        return await self._control(
+            tenant, operation_id, "reconcile", ActionWorkflow.reconcile, request, check
+        )
 
     async def presented(self, tenant: str | None, operation_id: str, body: PresentedBody) -> ActionStatus:
         request = Present.model_validate(body.model_dump())
-        return await self._control(tenant, operation_id, "presented", ActionWorkflow.presented, request)
+        check = _checked(lambda record, _: None)  # what a channel presented is always recorded
+        return await self._control(
+            tenant, operation_id, "presented", ActionWorkflow.presented, request, check
+        )
 
     async def look_up_soon(self, tenant: str | None, operation_id: str, why: str) -> None:
         """Start a lookup that the channel will ask about next: answered here once accepted, run in the
@@ -80,23 +113,42 @@ class Controls:
         )
 
     async def _control(
-        self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any
+        self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any, check: Check
     ) -> ActionStatus:
+        """Send the control; `check` is its validator's check, for a record whose run has closed."""
         handle = self.link.action(tenant, operation_id)
         wait_s = getattr(arg, "wait_s", 0.0)
+
+        async def send() -> ActionStatus:
+            return await self.link.guard(lambda: handle.execute_update(update, arg), wait_s)
+
         try:
-            status = await self.link.guard(lambda: handle.execute_update(update, arg), wait_s)
+            try:
+                status = await send()
+            except GatewayError as error:
+                if error.code != "not_found":
+                    raise
+                # The run has closed (or there is none): a late control may open it again.
+                late = await self.reopening.send(handle, check, send)
+                if late is None:
+                    return await self._closed(tenant, operation_id, name, handle)
+                status = late
         except GatewayError as error:
             if error.code == "noop":
                 # Nothing to change, but a caller who asked to wait still gets the verified outcome.
                 return await self._await_verified(tenant, operation_id, wait_s)
-            if error.code == "not_found" and await self._has_closed(handle):
-                if name in CLOSED_ANSWER:
-                    message = "the action is settled and its record is closed"
-                    raise GatewayError(CLOSED_ANSWER[name], message) from None
-                return await self.link.get(tenant, operation_id)
             raise
         return await self.link.maybe_taken(handle, status)
+
+    async def _closed(
+        self, tenant: str | None, operation_id: str, name: str, handle: ActionHandle
+    ) -> ActionStatus:
+        """The answer to a control of an action whose run has closed for good (or that never was)."""
+        if not await self._has_closed(handle):
+            raise GatewayError("not_found", NOT_FOUND)
+        if name in CLOSED_ANSWER:
+            raise GatewayError(CLOSED_ANSWER[name], "the action is settled and its record is closed")
+        return await self.link.get(tenant, operation_id)
 
     async def _has_closed(self, handle: ActionHandle) -> bool:
         """Whether the workflow exists and has closed: an update to a closed workflow is answered

@@ -1,6 +1,7 @@
 """Creating an action: one start of its workflow (eager, in the API's own worker, when there is one),
 its conversation told while it starts, and the caller answered with the run's first verified status
-or, at the end of the wait, what it records. A repeat registers with the run it meets."""
+or, at the end of the wait, what it records. A repeat registers with the run it meets; one that meets
+a closed run is answered from its record."""
 
 import asyncio
 import itertools
@@ -13,20 +14,16 @@ from settled.gateway.changes import current, snapshot
 from settled.gateway.conversations import Conversations
 from settled.gateway.errors import NOT_FOUND, GatewayError, already_started
 from settled.gateway.link import ActionHandle, Link, finishing
+from settled.gateway.reopening import Reopening
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.messages import CURRENT_REVISION, ActionStart, Register
 from temporalio.api.enums.v1 import PendingWorkflowTaskState
 from temporalio.client import WorkflowHandle
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from settled.domain.machine import OTHER_CONVERSATION, ActionRecord, NewAction
+from settled.domain.machine import OTHER_CONVERSATION, ActionRecord, ControlRefused, NewAction
 from settled.domain.models import ActionStatus, CreateAction
 from settled.domain.params import InvalidParams, validate_params
 from settled.domain.states import IN_PROGRESS
@@ -39,18 +36,6 @@ EAGER_AT_ONCE = 16
 # How often a creating call also looks at the new action's memo while its long poll is pending: soon
 # at first, then less often, so that a burst of waiting calls does not crowd out the starts it waits on.
 MEMO_RECHECK_S = (0.25, 1.0, 2.0)
-
-
-def _search_attributes(conversation_id: str, kind: str, tenant: str | None) -> TypedSearchAttributes:
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(visibility.CONVERSATION, conversation_id),
-            SearchAttributePair(visibility.KIND, kind),
-            SearchAttributePair(visibility.STATE, "requested"),
-            SearchAttributePair(visibility.TENANT, tenant or visibility.NO_TENANT),
-            SearchAttributePair(visibility.NEEDS_ATTENTION, False),
-        ]
-    )
 
 
 def _started(handle: WorkflowHandle[Any, Any]) -> bool:
@@ -149,7 +134,9 @@ class Creating:
                     task_queue=TASK_QUEUE,
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                    search_attributes=_search_attributes(body.conversation_id, kind.name, tenant),
+                    search_attributes=visibility.action_attributes(
+                        body.conversation_id, kind.name, tenant, "requested"
+                    ),
                     static_summary=f"{kind.name} {operation_id} for {body.conversation_id}",
                     request_eager_start=eager,
                 )
@@ -264,6 +251,15 @@ class Creating:
         if status.conversation_id != register.conversation_id:
             message = f"operation {operation_id} belongs to another conversation"
             raise GatewayError(OTHER_CONVERSATION, message)
+        last = await Reopening(self.link).read(handle)
+        if last.closed is not None:
+            # The record its run closed with answers, without a worker. A repeat changes nothing, so
+            # it never opens the action again (no second workflow).
+            try:
+                last.closed.record.check_register(register.kind, register.params, register.conversation_id)
+            except ControlRefused as error:
+                raise GatewayError(error.code, error.message) from None
+            return status
         conflict = await self.link.guard(lambda: handle.query(ActionWorkflow.conflict, register))
         if conflict:
             raise GatewayError("operation_conflict", conflict)

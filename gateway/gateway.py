@@ -7,11 +7,11 @@ reconcile, presented), `conversations` (channel events, the handoff, the stream)
 polls), over `link` (the client, handles, the guard, an action's status) and `errors`.
 """
 
-from collections.abc import AsyncIterator
-from datetime import timedelta
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Any
 
-from settled.gateway.changes import action_changes, current
+from settled.gateway.changes import action_changes, current, wall_clock
 from settled.gateway.controls import Controls
 from settled.gateway.conversations import Conversations
 from settled.gateway.creating import Creating
@@ -66,7 +66,8 @@ class Gateway:
     """`eager`: a worker on this client (the API's own) runs a new action's first task. The rest are
     for tests: `continue_as_new_after` (history events after which the workflows it starts continue as
     new; None: their own limit), `idle_close_after` (how long a conversation stays open with nothing
-    new), `answer_grace_s` (how long past a caller's wait Temporal may take to answer)."""
+    new), `answer_grace_s` (how long past a caller's wait Temporal may take to answer), `clock` (what
+    time it is where the workflows run: a time-skipping test server's own)."""
 
     def __init__(
         self,
@@ -78,8 +79,11 @@ class Gateway:
         continue_as_new_after: int | None = None,
         idle_close_after: timedelta = IDLE_CLOSE_AFTER,
         answer_grace_s: float = ANSWER_GRACE_S,
+        clock: Callable[[], Awaitable[datetime]] = wall_clock,
     ) -> None:
-        self.link = Link(client, kinds, settings, answer_grace_s, continue_as_new_after, idle_close_after)
+        self.link = Link(
+            client, kinds, settings, answer_grace_s, continue_as_new_after, idle_close_after, clock
+        )
         self.controls = Controls(self.link)
         self.conversations = Conversations(self.link, self.controls)
         self.creating = Creating(self.link, self.conversations, eager)
@@ -132,7 +136,9 @@ class Gateway:
     ) -> AsyncIterator[tuple[int, ActionStatus]]:
         """Each durable change of an action after change number `after`, read from its own history
         (`settled.gateway.changes.action_changes`)."""
-        return action_changes(self.link.client, self.link.action(tenant, operation_id), after)
+        return action_changes(
+            self.link.client, self.link.action(tenant, operation_id), after, self.link.clock
+        )
 
     # -- conversations -------------------------------------------------------------------------
 

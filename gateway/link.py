@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
-from settled.gateway.changes import current
+from settled.gateway.changes import current, wall_clock
 from settled.gateway.errors import GatewayError, guard
 from settled.workflows.action import ActionWorkflow
 from settled.workflows.conversation import ConversationWorkflow
@@ -45,6 +45,8 @@ class Link:
     continue_as_new_after: int | None
     # How long a conversation stays open with nothing new.
     idle_close_after: timedelta
+    # What time it is where the workflows run (a time-skipping test server keeps its own).
+    clock: Callable[[], Awaitable[datetime]] = wall_clock
 
     def action(self, tenant: str | None, operation_id: str) -> ActionHandle:
         return self.client.get_workflow_handle_for(

@@ -38,6 +38,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "crashes",
             "eager_start",
             "outages",
+            "reopening",
             "restarts",
             "security",
             "services",

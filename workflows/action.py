@@ -15,6 +15,9 @@ Runs recorded before the patch replay the old command sequence unchanged.
 
 A new action is started by a plain start (eager, in the API's own worker) that carries its creating
 call's wait (`ActionStart.creating_wait_s`); a repeat registers by the `register` update. Runs of
+`CLOSING_REVISION` close `close_after_settled_s` after the action settled, once nothing is pending,
+and end with the whole record; a late control within the action's window opens a new run from it
+(`ActionStart.carried` and `reopens`, settled.gateway.reopening), which closes again after its linger. Runs of
 revision `PATCHED_REVISION` or later take every patched path without asking `workflow.patched`, so
 their histories carry no patch markers.
 """
@@ -35,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from settled.activities.inputs import DISPATCH, SENDING, BusinessCall, lane_full
     from settled.workflows import meters
     from settled.workflows.messages import (
+        CLOSING_REVISION,
         LEAN_REVISION,
         PATCHED_REVISION,
         QUEUE_REVISION,
@@ -109,8 +113,11 @@ class ActionWorkflow:
         if start.carried is None:
             self._record.services_rules = start.revision >= SERVICES_REVISION
             self._record.start_marks_sending = start.revision >= QUEUE_REVISION
+            self._record.closes_when_settled = start.revision >= CLOSING_REVISION
             if start.creating_wait_s is not None:
                 self._record.await_answer(workflow.now() + timedelta(seconds=start.creating_wait_s))
+        elif start.reopens is not None:
+            self._record.open_again(workflow.now())
         self._calling_in_task = False  # publishing waits for the call's answer: one batch, not two
         self._withdraw = False  # a cancel or an amend asks for the queued send back
         self._amending = False  # the loop sends nothing until the amend that took the send back is in
@@ -123,7 +130,8 @@ class ActionWorkflow:
         self._counted_state = self._published_state
         self._lookups_stopped = False
         self._published_attention = self._record.needs_attention if start.carried else False
-        self._mirrored_version = -1
+        # A reopened run's memo was given at its start, from the record it carries.
+        self._mirrored_version = self._record.version if start.reopens is not None else -1
         self._mirror: asyncio.Task[None] | None = None
         self._closing = False
         self._deadline: tuple[datetime, asyncio.Task[None]] | None = None  # the loop's timer, and until when
@@ -136,7 +144,9 @@ class ActionWorkflow:
     # -- the driver ----------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, start: ActionStart) -> ActionStatus:
+    async def run(self, start: ActionStart) -> ActionStatus | ActionRecord:
+        """The action's life. A run that closes when settled ends with its whole record (what a late
+        control opens it again from); earlier runs end with its status."""
         record = self._record
         publisher = asyncio.create_task(self._publish_changes()) if self._signals_conversation else None
         if record.calls_in_task:
@@ -150,7 +160,9 @@ class ActionWorkflow:
             step = record.next_step(workflow.now())
             self._note_lookups_stopped()
             if step.action == "close":
-                break
+                if not record.closes_when_settled or await self._nothing_came_before_closing():
+                    break
+                continue
             if record.params_redacted and not started_redacted and self._patched(CONTINUE_AFTER_REDACTION):
                 await self._continue_as_new(start, publisher)
             if step.action == "dispatch":
@@ -165,7 +177,16 @@ class ActionWorkflow:
             if self._history_is_long():
                 await self._continue_as_new(start, publisher)
         await self._drain(publisher)
-        return record.status()
+        return record if record.closes_when_settled else record.status()
+
+    async def _nothing_came_before_closing(self) -> bool:
+        """Whether the run may close now: every control's handler has finished and none changed the
+        record meanwhile (a cancel accepted as the linger ended must still be carried out here)."""
+        version = self._record.version
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() or self._record.version != version
+        )
+        return self._record.version == version
 
     def _note_lookups_stopped(self) -> None:
         """Count once each time automatic lookups of an unknown action stop (restarted by `/reconcile`
@@ -180,7 +201,10 @@ class ActionWorkflow:
         # The next run starts from the record; its input holds no params the record no longer has
         # (redacted by retention, or amended).
         new = start.new.model_copy(update={"params": self._record.params})
-        workflow.continue_as_new(start.model_copy(update={"new": new, "carried": self._record}))
+        update: dict[str, object] = {"new": new, "carried": self._record}
+        if start.reopens is not None:
+            update["reopens"] = None  # the next run goes on from this one: it is not opened again
+        workflow.continue_as_new(start.model_copy(update=update))
 
     def _history_is_long(self) -> bool:
         info = workflow.info()

@@ -52,14 +52,18 @@ LEAN_REVISION = 7
 # with.
 CLOSING_REVISION = 8
 # What new runs start at.
-CURRENT_REVISION = LEAN_REVISION
+CURRENT_REVISION = CLOSING_REVISION
 Revision = Field(default=1, ge=1)
 
 
 class ActionStart(BaseModel):
     new: NewAction
-    # Set when the workflow continues as new: the record so far.
+    # Set when the workflow continues as new: the record so far; or when a late control opens a closed
+    # action again: the record its last run closed with.
     carried: ActionRecord | None = None
+    # Set when a late control opens a closed action again: the id of the run it was opened from (runs
+    # of one workflow id are otherwise linked only by continue-as-new).
+    reopens: str | None = None
     # Set when the creating call started the run with a plain start (which Temporal can run eagerly,
     # in the API's own worker) instead of update-with-start: the run registers that call as it starts,
     # and the call waits this long for the outcome (what the `register` update does otherwise).

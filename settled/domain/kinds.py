@@ -181,8 +181,12 @@ class KindSpec(_Strict):
     commit_horizon_s: float = Field(default=30.0, ge=0)
     # A connection that was never made is retried with this backoff (nothing reached the service).
     connect_retry_max_interval_s: float = Field(default=30.0, gt=0)
-    # How long a settled action stays open for cancel (compensation) and presentation records.
+    # How long a settled action still accepts late controls: a cancel (compensation), a presentation.
     keep_open_after_settled_s: float = Field(default=7 * 86400.0, gt=0)
+    # How long a settled action's run lingers before it closes (runs since CLOSING_REVISION), so the
+    # `presented` that follows a spoken confirmation finds it open; a later control within
+    # `keep_open_after_settled_s` opens it again (settled.gateway.reopening).
+    close_after_settled_s: float = Field(default=60.0, gt=0)
     # Params are redacted this long after the action settled (None: kept).
     redact_params_after_s: float | None = Field(default=None, ge=0)
     # The most requests of this kind open at its service at once, per worker process (docs/deployment.md).

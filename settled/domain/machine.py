@@ -139,6 +139,13 @@ class ActionRecord(BaseModel):
     compensation_sent_at: datetime | None = None
     first_compensation_at: datetime | None = None
     answer_awaited_until: datetime | None = None  # a caller waits for the verified outcome until then
+    # Set by the workflow for runs started since CLOSING_REVISION: once settled, the run closes after
+    # `close_after_settled_s` instead of staying open for the whole window of late controls
+    # (`keep_open_after_settled_s`), and a late control opens it again from this record. Off for runs
+    # recorded before, so their replay is unchanged.
+    closes_when_settled: bool = False
+    # When a late control last opened the closed action again: its run lingers from here.
+    reopened_at: datetime | None = None
 
     # -- creation and status -------------------------------------------------------------------
 
@@ -195,6 +202,11 @@ class ActionRecord(BaseModel):
             log=self.log,
             compensating=self.compensation_pending,
         )
+
+    def open_again(self, now: datetime) -> None:
+        """A late control opens the closed action again (a new run from this record): it lingers from
+        now. Nothing the status shows changes."""
+        self.reopened_at = now
 
     @property
     def settled(self) -> bool:
@@ -275,9 +287,26 @@ class ActionRecord(BaseModel):
             return None
         return self.settled_at + timedelta(seconds=self.kind.redact_params_after_s)
 
-    def _close_at(self) -> datetime:
+    def late_controls_until(self) -> datetime:
+        """Until when a settled action accepts late controls (a cancel, a presentation)."""
         assert self.settled_at is not None
         return self.settled_at + timedelta(seconds=self.kind.keep_open_after_settled_s)
+
+    def _close_at(self) -> datetime:
+        """When a settled action's run closes: at the end of its window of late controls, or, for a run
+        that closes when settled, a fixed linger after it settled (or was opened again), which a control
+        does not move. Params due to be redacted within the window keep it open until they are (then
+        it closes, its memo and its record without them); it never outlasts the window."""
+        window_ends = self.late_controls_until()
+        if not self.closes_when_settled:
+            return window_ends
+        assert self.settled_at is not None
+        lingers_from = max(self.settled_at, self.reopened_at or self.settled_at)
+        close_at = lingers_from + timedelta(seconds=self.kind.close_after_settled_s)
+        redact_at = self._redact_at()
+        if redact_at is not None and not self.params_redacted:
+            close_at = max(close_at, redact_at)
+        return min(close_at, window_ends)
 
     def _automatic_lookups_over(self, now: datetime) -> bool:
         start = self.lookups_from or self.first_dispatch_at or now

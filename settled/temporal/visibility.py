@@ -3,7 +3,7 @@
 They hold ids, kinds and states only: never params or anything personal.
 """
 
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 CONVERSATION = SearchAttributeKey.for_keyword("SettledConversationId")
 KIND = SearchAttributeKey.for_keyword("SettledKind")
@@ -13,6 +13,21 @@ NEEDS_ATTENTION = SearchAttributeKey.for_bool("SettledNeedsAttention")
 
 ALL = (CONVERSATION, KIND, STATE, TENANT, NEEDS_ATTENTION)
 NO_TENANT = "-"
+
+
+def action_attributes(
+    conversation_id: str, kind: str, tenant: str | None, state: str, needs_attention: bool = False
+) -> TypedSearchAttributes:
+    """What an action's run starts with (free at start; an upsert later is billed)."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(CONVERSATION, conversation_id),
+            SearchAttributePair(KIND, kind),
+            SearchAttributePair(STATE, state),
+            SearchAttributePair(TENANT, tenant or NO_TENANT),
+            SearchAttributePair(NEEDS_ATTENTION, needs_attention),
+        ]
+    )
 
 
 def quoted(value: str) -> str:

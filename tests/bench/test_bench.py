@@ -68,7 +68,8 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
     assert "Temporal Cloud Actions" in (out / "results.md").read_text()
     # A whole call through an adapter session (the tiny setting's one door), per confirmed action, for
     # each shape of kind: the action's own start and a share of its conversation's, the `presented`
-    # after the confirmation was spoken, and the week its history stays open.
+    # after the confirmation was spoken, and the minute its history stays open once settled (not the
+    # week of late controls: a late control opens it again).
     whole = results["whole_call"]
     shapes = ("local_activity", "activity", "lookup_horizon", "go_ahead")
     assert set(whole) == {f"adapter/{shape}" for shape in shapes}
@@ -76,7 +77,7 @@ def test_the_tiny_benchmark_runs_and_reports_every_measurement(tmp_path: Path) -
         billed, stored = row["billed"], row["storage"]
         assert row["actions"] == sizes["calls"] * sizes["call_actions"], name
         assert billed["workflow started"] > 1 and billed["update"] >= 1, (name, billed)
-        assert stored["action_hours_open"] >= 7 * 24 and stored["gb_hours_per_1000_actions"] > 0, name
+        assert 0 < stored["action_hours_open"] < 1 and stored["gb_hours_per_1000_actions"] > 0, name
     assert whole["adapter/local_activity"]["billed"]["local activity"] == 1
     assert "activity" not in whole["adapter/local_activity"]["billed"]
     assert whole["adapter/activity"]["billed"]["activity"] >= 1

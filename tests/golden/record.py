@@ -7,12 +7,12 @@ as JSON beside this file.
 import asyncio
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from settled.runtime.stack import Stack
 from settled.temporal.identity import action_workflow_id, conversation_workflow_id
@@ -44,12 +44,23 @@ HERE = Path(__file__).parent
 # service accepted and finished later); `golden8-` since a queued send is marked sending by its
 # worker taking it (QUEUE_REVISION), with `golden8-queued-cancelled` and `golden8-queued-amended`
 # (queued sends taken back by a cancel and by an amend); `golden9-` since an unchanged deadline keeps
-# its timer and the state attribute is written only for states operators act on (LEAN_REVISION).
-GENERATION = "golden9"
+# its timer and the state attribute is written only for states operators act on (LEAN_REVISION);
+# `golden10-` since a settled action's run closes after its linger and a late control opens it again
+# (CLOSING_REVISION), with `golden10-lingered` (a booking's run that settled, lingered and closed with
+# its record) and `golden10-reopened` (the run a late cancel opened from it, which reversed the
+# booking and closed again).
+GENERATION = "golden10"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
 # Its idle period, short enough to record (the real one is 30 days).
 LAZY_IDLE = timedelta(seconds=3)
+# A booking whose settled run lingers seconds, not a minute, so that a late control finds it closed.
+LINGERING_KINDS = {
+    "quick_booking": TEST_KINDS["room_booking"].but(
+        close_after_settled_s=2.0, redact_params_after_s=None, requires_authorization=None
+    )
+}
+CLOSE_WITHIN_S = 60.0
 
 
 def normal(api: httpx.Client, _: Sandbox) -> str:
@@ -166,6 +177,31 @@ def accepted(api: httpx.Client, sandbox: Sandbox) -> str:
     return op
 
 
+async def _closed_run(stack: Stack, workflow_id: str) -> str:
+    """The run id of the workflow id's latest run, once it has completed."""
+    client = await Client.connect(stack.temporal_address)
+    handle = client.get_workflow_handle(workflow_id)
+    deadline = asyncio.get_running_loop().time() + CLOSE_WITHIN_S
+    while (described := await handle.describe()).status is not WorkflowExecutionStatus.COMPLETED:
+        assert asyncio.get_running_loop().time() < deadline, f"{workflow_id} did not close"
+        await asyncio.sleep(0.2)
+    return described.run_id
+
+
+def reopened(stack: Stack, api: httpx.Client) -> list[tuple[str, str, str]]:
+    """A booking that settles and closes after its linger, then a late cancel that opens it again and
+    reverses it: (workflow id, run id, name) of both runs."""
+    op = f"{GENERATION}-lingered"
+    workflow_id = action_workflow_id(None, op)
+    create(api, "quick_booking", BOOKING, operation_id=op, conversation_id=CONVERSATION, wait=10)
+    wait_state(api, op, "confirmed")
+    first = asyncio.run(_closed_run(stack, workflow_id))
+    api.post(f"/v1/actions/{op}/cancel", json={"by": "caller"}, params={"wait": 10})
+    wait_state(api, op, "cancelled")
+    second = asyncio.run(_closed_run(stack, workflow_id))
+    return [(workflow_id, first, op), (workflow_id, second, f"{GENERATION}-reopened")]
+
+
 SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     normal,
     response_lost,
@@ -180,11 +216,13 @@ SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
 ]
 
 
-async def export(stack: Stack, workflow_ids: list[str]) -> None:
+async def export(stack: Stack, workflow_ids: list[str], runs: Sequence[tuple[str, str, str]] = ()) -> None:
+    """Each workflow's latest run as NAME.json (its id without the prefix), and each (workflow id, run
+    id, name) of `runs` as name.json."""
     client = await Client.connect(stack.temporal_address)
-    for workflow_id in workflow_ids:
-        history = await client.get_workflow_handle(workflow_id).fetch_history()
-        name = workflow_id.split(":", 1)[1]
+    latest = [(workflow_id, None, workflow_id.split(":", 1)[1]) for workflow_id in workflow_ids]
+    for workflow_id, run_id, name in [*latest, *runs]:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
         (HERE / f"{name}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
         print(f"wrote {name}.json ({len(history.events)} events)")
 
@@ -192,13 +230,16 @@ async def export(stack: Stack, workflow_ids: list[str]) -> None:
 def main() -> None:
     with (
         tempfile.TemporaryDirectory() as folder,
-        Stack.on_free_ports(Path(folder), {**TEST_KINDS, **SERVICE_KINDS}, ui=False).running() as stack,
+        Stack.on_free_ports(
+            Path(folder), {**TEST_KINDS, **SERVICE_KINDS, **LINGERING_KINDS}, ui=False
+        ).running() as stack,
     ):
         with (
             httpx.Client(base_url=stack.api_url, timeout=30) as api,
             httpx.Client(base_url=stack.sandbox_url) as sb,
         ):
             ops = [scenario(api, Sandbox(sb)) for scenario in SCENARIOS]
+            runs = reopened(stack, api)
             api.post(
                 f"/v1/conversations/{CONVERSATION}/events",
                 json={"type": "channel_closed", "channel": "voice", "reason": "dropped"},
@@ -211,7 +252,7 @@ def main() -> None:
         ids = [action_workflow_id(None, op) for op in ops] + [
             conversation_workflow_id(None, name) for name in (CONVERSATION, LAZY_CONVERSATION)
         ]
-        asyncio.run(export(stack, ids))
+        asyncio.run(export(stack, ids, runs))
 
 
 # Recorded apart from the generations (`python -m tests.golden.record bulkheads`): a call refused on

@@ -67,7 +67,13 @@ async def harness(business: Stack, request: pytest.FixtureRequest) -> AsyncItera
         kinds = load_kinds(business.config)
         marker = request.node.get_closest_marker("continue_as_new_after")
         continue_as_new_after = marker.args[0] if marker else None
-        gateway = Gateway(env.client, kinds, Settings(), continue_as_new_after=continue_as_new_after)
+        gateway = Gateway(
+            env.client,
+            kinds,
+            Settings(),
+            continue_as_new_after=continue_as_new_after,
+            clock=env.get_current_time,  # the test server's time, which the test skips
+        )
         app = create_app(Settings(rate_limit=None), kinds)
         app.state.gateways = _FixedGateway(gateway)
         transport = httpx.ASGITransport(app=app)

@@ -15,6 +15,7 @@ import pytest
 from google.protobuf.message import Message
 from settled.api.routes.conversations import StreamPosition, _events
 from settled.gateway.gateway import Gateway
+from settled.gateway.runs import every_run
 from settled.workflows.hosting import WORKFLOWS, workflow_runner
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
@@ -22,14 +23,15 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from settled.domain.kinds import PLAIN_REFUND_PARAMS, Kinds, Variant
+from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Kinds, Variant
 from settled.temporal.identity import action_workflow_id, conversation_workflow_id
 from tests.client.support import AsyncSandbox, eventually
 
 # The time-skipping tier's kinds: the sandbox services with the default durations this tier is about
-# (needs_attention after 300 s, automatic lookups for 7 days, open for 7 days after settling), so each
-# test lets exactly those periods pass. Only the lookup backoff's cap is raised (6 h instead of 60 s),
-# so that seven days of lookups are about forty, not ten thousand.
+# (needs_attention after 300 s, automatic lookups for 7 days, late controls for 7 days after settling,
+# a run closed a minute after its action settled), so each test lets exactly those periods pass. Only
+# the lookup backoff's cap is raised (6 h instead of 60 s), so that seven days of lookups are about
+# forty, not ten thousand.
 _DEFAULT_DURATIONS = {"timeout_s": 1.0, "commit_horizon_s": None, "reconcile_max_interval_s": 21600}
 # How long a test reads the stream for what is already recorded.
 STREAM_READ_S = 10.0
@@ -49,6 +51,11 @@ KINDS: dict[str, Variant] = {
             # Retention: the room and day are redacted a day after the booking settled.
             "redact_params_after_s": 86400,
         },
+    ),
+    # The same bookings without retention: a settled booking's run closes after its linger.
+    "meeting_room": Variant(
+        "room_booking",
+        {**_DEFAULT_DURATIONS, "requires_authorization": None, "params_schema": PLAIN_BOOKING_PARAMS},
     ),
     # A refund service that does not deduplicate: an unverified refund is only ever looked up, never
     # re-sent.
@@ -109,15 +116,9 @@ class Harness:
         return dict(response.json())
 
     async def runs(self, workflow_id: str) -> list[WorkflowHistory]:
-        """The history of every run of `workflow_id`, oldest first (walking continue-as-new back)."""
-        client = self.env.client
-        histories = [await client.get_workflow_handle(workflow_id).fetch_history()]
-        while True:
-            started = histories[0].events[0].workflow_execution_started_event_attributes
-            if not started.continued_execution_run_id:
-                return histories
-            previous = client.get_workflow_handle(workflow_id, run_id=started.continued_execution_run_id)
-            histories.insert(0, await previous.fetch_history())
+        """The history of every run of `workflow_id`, oldest first (walking continue-as-new and the
+        reopenings of a closed action back)."""
+        return await every_run(self.env.client, workflow_id)
 
     async def stream(
         self, conversation_id: str, last_event_id: str | None, enough: Callable[[list[dict[str, Any]]], bool]

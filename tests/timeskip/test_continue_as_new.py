@@ -1,8 +1,8 @@
 """Continue-as-new mid-flight: an action and its conversation continue as new while the action is
-unverified, the action again after retention redacted its params (the conversation never holds
-them), and every later run is as good as the first (state, handoff, stream, presentations, a cancel
-that compensates), and no run started after the redaction holds the redacted values anywhere in its
-history.
+unverified; once retention redacted the settled action's params its run closes (the conversation never
+holds them), a late presentation opens it again from the redacted record, and every later run is as
+good as the first (state, handoff, stream, presentations, a cancel that compensates), and no run
+started after the redaction holds the redacted values anywhere in its history.
 
 The workflows continue as new after a lowered number of history events (the gateway's
 `continue_as_new_after`), so a handful of lookups and controls are enough."""
@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 
 from settled.temporal.identity import action_workflow_id
 from tests.client.support import eventually, new_id
@@ -78,7 +78,7 @@ async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_aft
     assert (await api.post(f"/v1/actions/{op}/presented", json=presented)).status_code == 200
 
     # A day later retention redacts the params (and the presented sentence, which quotes them), and
-    # the action continues as new right then: its open run holds none of it. (The conversation never
+    # the settled action's run closes right then: no open run holds any of it. (The conversation never
     # held them: it keeps its actions' ids, not their snapshots.)
     runs_before_redaction = await _runs(harness, action_id)
     await harness.skip(DAY + timedelta(minutes=1))
@@ -90,16 +90,21 @@ async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_aft
             len(await harness.conversation_runs(conversation_id)) > conversation_runs
         )
 
-    await eventually(lambda: continued(runs_before_redaction, 0), what="the action to continue as new")
+    async def closed() -> bool:
+        described = await harness.env.client.get_workflow_handle(action_id).describe()
+        return described.status is WorkflowExecutionStatus.COMPLETED
+
+    await eventually(closed, what="the action's run to close")
     runs_after_redaction = await _runs(harness, action_id)
+    assert runs_after_redaction == runs_before_redaction
     conversation_runs_after = len(await harness.conversation_runs(conversation_id))
     # A stream client back from the very start gets the action as it is now: no value it held.
     [resumed] = await harness.stream(conversation_id, "@0", lambda items: True)
     assert resumed["status"]["operation_id"] == op and resumed["status"]["params"]["room"] == "[redacted]"
     assert not any(secret in json.dumps(resumed) for secret in secrets)
 
-    # Presentations and channel events keep coming until both continue as new again, now for their
-    # history's length.
+    # Presentations and channel events keep coming: the first opens the action again (a new run, from
+    # the redacted record), then both continue as new for their history's length.
     async def both_continued() -> bool:
         return await continued(runs_after_redaction, conversation_runs_after)
 
@@ -149,8 +154,9 @@ async def test_an_action_and_its_conversation_continue_as_new_mid_flight_and_aft
         clean_from = holds.index(False)
         assert not any(holds[clean_from:]), f"a {label} run after a clean one holds the values: {holds}"
         assert len(runs) - clean_from >= 2, f"the {label} did not continue as new after the redaction"
-        assert _started(runs[clean_from]) - redacted_at < timedelta(minutes=1), label
+        # The last run that holds them closed with the redaction.
+        assert _closed(runs[clean_from - 1]) - redacted_at < timedelta(minutes=1), label
 
 
-def _started(run: WorkflowHistory) -> datetime:
-    return run.events[0].event_time.ToDatetime(tzinfo=UTC)
+def _closed(run: WorkflowHistory) -> datetime:
+    return run.events[-1].event_time.ToDatetime(tzinfo=UTC)

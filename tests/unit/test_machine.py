@@ -515,3 +515,41 @@ def test_a_connection_never_made_leaves_it_undispatched_and_amendable() -> None:
     status = action.status()
     assert (status.state, status.dispatched, status.attempts) == (State.REQUESTED, False, 0)
     action.check_amend({"order_id": "o", "amount": 2, "currency": "EUR"}, at(1))  # not refused
+
+
+def _settled(closes_when_settled: bool, **changes: object) -> ActionRecord:
+    action = record(authorized=True, **changes)
+    action.closes_when_settled = closes_when_settled
+    action.begin_dispatch(at(0))
+    action.on_dispatch(CONFIRMED, at(1))
+    return action
+
+
+def test_a_settled_run_closes_after_its_linger_and_earlier_runs_after_the_window() -> None:
+    week = 7 * 86400
+    lingering = _settled(True)
+    assert lingering.next_step(at(30)) == Step(action="wait", until=at(61))
+    lingering.apply_presented("voice", "Booked.", True, at(30))  # a control does not move the deadline
+    assert lingering.next_step(at(31)) == Step(action="wait", until=at(61))
+    assert lingering.next_step(at(61)).action == "close"
+    assert lingering.late_controls_until() == at(1 + week)
+    staying = _settled(False)  # a run of an earlier revision stays open for the whole window
+    assert staying.next_step(at(61)) == Step(action="wait", until=at(1 + week))
+
+
+def test_a_run_opened_again_lingers_from_its_opening_and_never_past_the_window() -> None:
+    action = _settled(True)
+    action.open_again(at(86400))
+    assert action.next_step(at(86400)) == Step(action="wait", until=at(86460))
+    action.open_again(at(7 * 86400 - 9))  # nine seconds before the window ends
+    assert action.next_step(at(7 * 86400 - 9)) == Step(action="wait", until=at(7 * 86400 + 1))
+
+
+def test_a_compensation_or_a_pending_redaction_keeps_a_settled_run_open() -> None:
+    action = _settled(True)
+    action.apply_cancel("caller", None, at(100))
+    assert action.next_step(at(100)).action == "compensate"
+    redacting = _settled(True, redact_params_after_s=3600.0)
+    assert redacting.next_step(at(61)) == Step(action="wait", until=at(3601))
+    redacting.tick(at(3601))
+    assert redacting.params_redacted and redacting.next_step(at(3601)).action == "close"

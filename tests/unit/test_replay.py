@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 from settled.workflows.hosting import WORKFLOWS, workflow_runner
+from settled.workflows.messages import ActionStart
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
+
+from settled.domain.machine import ActionRecord
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 HISTORIES = sorted(GOLDEN.glob("*.json"))
@@ -260,3 +263,21 @@ def test_lean_runs_keep_their_timer_and_write_only_the_states_operators_act_on()
     events = json.loads((GOLDEN / "golden9-normal.json").read_text())["events"]
     started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
     assert json.loads(base64.b64decode(started))["revision"] >= 7
+
+
+def test_a_settled_run_closed_with_its_record_and_a_late_cancel_opened_it_again() -> None:
+    """golden10-lingered (CLOSING_REVISION): the booking's run settled, lingered and completed with its
+    whole record; golden10-reopened, the run a late cancel started from that record (naming the run it
+    was opened from), reversed the booking and completed again. golden8 and golden9 runs stayed open."""
+    lingered = history(GOLDEN / "golden10-lingered.json")
+    closed = lingered.events[-1].workflow_execution_completed_event_attributes
+    [record] = pydantic_data_converter.payload_converter.from_payloads(closed.result.payloads, [ActionRecord])
+    assert record.state.value == "confirmed" and record.closes_when_settled
+    reopened = history(GOLDEN / "golden10-reopened.json")
+    started = reopened.events[0].workflow_execution_started_event_attributes
+    [start] = pydantic_data_converter.payload_converter.from_payloads(started.input.payloads, [ActionStart])
+    assert start.reopens == lingered.run_id and start.carried is not None
+    assert start.carried.version == record.version
+    assert _activities("golden10-reopened") == ["compensate"]
+    assert _event_kinds("golden10-reopened")[-1] == "WORKFLOW_EXECUTION_COMPLETED"
+    assert "WORKFLOW_EXECUTION_COMPLETED" not in _event_kinds("golden8-normal")
