@@ -1,6 +1,6 @@
 """One timer per deadline: a change that leaves a settled action's close deadline where it was (a
-`presented`, a cancel answered within the window) starts no timer, and the action still closes at the
-deadline it had, accepting late controls until then. Counted from the run's own history."""
+`presented`, a cancel answered before its run closes) starts no timer, and the run still closes at the
+deadline it had; a late control after that opens a new run. Counted from the runs' own histories."""
 
 from datetime import datetime, timedelta
 
@@ -12,8 +12,10 @@ from tests.client.support import eventually, new_id
 from tests.timeskip.support import DAY, Harness
 
 BOOKING = {"room": "Ada", "day": "Thursday"}
-# The timeskip kinds' window of late controls (the default `keep_open_after_settled_s`).
+# The timeskip kinds' window of late controls (the default `keep_open_after_settled_s`), and when the
+# booking's params are redacted (its run stays open until then, not only its linger).
 WINDOW = 7 * DAY
+REDACTED_AFTER = DAY
 TIMER_STARTED = EventType.EVENT_TYPE_TIMER_STARTED
 TIMER_FIRED = EventType.EVENT_TYPE_TIMER_FIRED
 TIMER_CANCELED = EventType.EVENT_TYPE_TIMER_CANCELED
@@ -65,42 +67,41 @@ async def _closes_at_its_deadline(harness: Harness, op: str, deadline: datetime)
     assert closed_at is not None and abs(closed_at - deadline) < timedelta(minutes=1), (closed_at, deadline)
 
 
-async def test_a_presented_within_the_window_adds_an_update_and_no_timer(harness: Harness) -> None:
+async def test_a_presented_before_the_run_closes_adds_an_update_and_no_timer(harness: Harness) -> None:
     op, booked = await _book(harness)
     settled_at = _settled_at(await harness.status(op))
     before = await harness.action_runs(op)
-    assert _count(before, TIMER_STARTED) == 1, "the booking's task starts one timer: the redaction, a day on"
+    # Its run closes when its params are redacted, a day on (before that, its linger would close it
+    # with the params still in its memo and its record): one timer, to that deadline.
+    assert _count(before, TIMER_STARTED) == 1
 
     await _present(harness, op, booked["say"])  # heard at once, as in a live call
     after = await harness.action_runs(op)
     assert _count(after, UPDATE_ACCEPTED) == _count(before, UPDATE_ACCEPTED) + 1
     assert (_count(after, TIMER_STARTED), _count(after, TIMER_CANCELED)) == (1, 0)
 
-    # The redaction a day on continues the action as new (its params leave the history): the new run
-    # starts its own timer, to the end of the window. A `presented` late in the window starts none.
-    await harness.skip(WINDOW - timedelta(hours=1))
-    first, newest = await harness.action_runs(op)
-    assert (_count([first], TIMER_FIRED), _count([newest], TIMER_STARTED)) == (1, 1)
-    await _present(harness, op, "It is booked, as I said.")
-    late = await harness.action_runs(op)
-    assert _count(late[-1:], UPDATE_ACCEPTED) == _count([newest], UPDATE_ACCEPTED) + 1
-    assert (_count(late, TIMER_STARTED), _count(late, TIMER_CANCELED)) == (2, 0)
+    await harness.skip(REDACTED_AFTER - timedelta(hours=1))
+    await _closes_at_its_deadline(harness, op, settled_at + REDACTED_AFTER)
+    [closed] = await harness.action_runs(op)
+    assert (_count([closed], TIMER_STARTED), _count([closed], TIMER_FIRED)) == (1, 1)
 
-    await _closes_at_its_deadline(harness, op, settled_at + WINDOW)
-    closed = await harness.action_runs(op)
-    assert (_count(closed, TIMER_STARTED), _count(closed, TIMER_FIRED)) == (2, 2)
+    # Late in the window, a `presented` opens it again: the new run's linger is its one timer.
+    await harness.skip(WINDOW - REDACTED_AFTER - timedelta(hours=3))
+    await _present(harness, op, "It is booked, as I said.")
+    first, reopened = await harness.action_runs(op)
+    assert first.events == closed.events
+    assert (_count([reopened], UPDATE_ACCEPTED), _count([reopened], TIMER_STARTED)) == (1, 1)
     status = await harness.status(op)
     assert status["state"] == "confirmed" and status["presented"]["completed"] is True
-    await harness.replay(closed)
+    assert status["presented"]["text"] == "It is booked, as I said."
+    await harness.replay([first, reopened])
 
 
-async def test_a_cancel_late_in_the_window_compensates_and_the_action_closes_at_its_deadline(
-    harness: Harness,
-) -> None:
+async def test_a_cancel_before_the_run_closes_compensates_with_no_timer_of_its_own(harness: Harness) -> None:
     op, booked = await _book(harness)
     settled_at = _settled_at(await harness.status(op))
     await _present(harness, op, booked["say"])
-    await harness.skip(WINDOW - timedelta(hours=1))
+    await harness.skip(REDACTED_AFTER - timedelta(hours=2))
 
     # No wait: a control that waits for its answer waits on a timer of its own, apart from the loop's.
     cancelled = await harness.api.post(f"/v1/actions/{op}/cancel", json={"by": "caller"})
@@ -116,13 +117,12 @@ async def test_a_cancel_late_in_the_window_compensates_and_the_action_closes_at_
     assert [record["id"] for record in records] == [booked["business_ref"]]
     assert records[0]["cancelled_at"] is not None, records
     assert len(await harness.truth.requests(op, "cancel")) == 1
-    # The reversal changed the state, not the deadline: still the timer its run started (a day after
-    # booking, continued as new once the params were redacted), and none for a reversal answered at once.
-    reversed_runs = await harness.action_runs(op)
-    assert (_count(reversed_runs, TIMER_STARTED), _count(reversed_runs, TIMER_CANCELED)) == (2, 0)
+    # The reversal changed the state, not the deadline (the redaction): still the one timer.
+    [run] = await harness.action_runs(op)
+    assert (_count([run], TIMER_STARTED), _count([run], TIMER_CANCELED)) == (1, 0)
 
-    await _closes_at_its_deadline(harness, op, settled_at + WINDOW)
-    closed = await harness.action_runs(op)
-    assert (_count(closed, TIMER_STARTED), _count(closed, TIMER_FIRED)) == (2, 2)
+    await _closes_at_its_deadline(harness, op, settled_at + REDACTED_AFTER)
+    [closed] = await harness.action_runs(op)
+    assert (_count([closed], TIMER_STARTED), _count([closed], TIMER_FIRED)) == (1, 1)
     assert (await harness.status(op))["state"] == "cancelled"
-    await harness.replay(closed)
+    await harness.replay([closed])
