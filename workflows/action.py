@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from settled.activities.inputs import DISPATCH, SENDING, BusinessCall, lane_full
     from settled.workflows import meters
     from settled.workflows.messages import (
+        LEAN_REVISION,
         PATCHED_REVISION,
         QUEUE_REVISION,
         QUIET_REVISION,
@@ -105,6 +106,7 @@ class ActionWorkflow:
         if start.carried is None:
             self._record.services_rules = start.revision >= SERVICES_REVISION
             self._record.start_marks_sending = start.revision >= QUEUE_REVISION
+            self._record.lookup_in_send = start.revision >= LEAN_REVISION
             if start.creating_wait_s is not None:
                 self._record.await_answer(workflow.now() + timedelta(seconds=start.creating_wait_s))
         self._calling_in_task = False  # publishing waits for the call's answer: one batch, not two
@@ -213,6 +215,7 @@ class ActionWorkflow:
             attempt=record.attempts,
             queued=record.queued and not record.start_marks_sending,
             from_queue=record.may_withdraw,
+            look_up_if_lost=record.looks_up_lost_sends,
         )
 
     async def _business(

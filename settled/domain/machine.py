@@ -130,6 +130,10 @@ class ActionRecord(BaseModel):
     # a cancel or an amend while it waits takes it back (`withdrawn`), which Temporal refuses once a
     # worker has taken it. Off for runs recorded before, so their replay is unchanged.
     start_marks_sending: bool = False
+    # Set by the workflow for runs started since LEAN_REVISION: a send whose answer is lost asks its business
+    # call to look the operation up once, right away (`looks_up_lost_sends`), and the lookup's answer is
+    # recorded with the lost send's. Off for runs recorded before, so their replay is unchanged.
+    lookup_in_send: bool = False
     # The service accepted the request and has not finished it: `running`, looked up until final.
     accepted: bool = False
     # When the last dispatch whose answer was lost was sent: a compensation waits out its horizon.
@@ -486,6 +490,12 @@ class ActionRecord(BaseModel):
         """Whether a queued send may still be taken back: it waits, and Temporal marks it taken."""
         return self.queued and self.start_marks_sending
 
+    @property
+    def looks_up_lost_sends(self) -> bool:
+        """Whether a send asks its business call to look the operation up when its answer is lost: only
+        where a lookup exists (a kind without one is left as it was)."""
+        return self.lookup_in_send and self.kind.has_lookup
+
     def check_sending(self) -> None:
         if not self.queued:
             raise ControlRefused("noop", "no send is queued")
@@ -500,6 +510,8 @@ class ActionRecord(BaseModel):
         self.begin_dispatch(now)
 
     def on_dispatch(self, outcome: DispatchOutcome, now: datetime) -> None:
+        """Record a send's answer. A lost one that its call looked up at once (`outcome.lookup`) stays
+        in the history as `unknown`, and that lookup's answer follows by the usual rules (`on_lookup`)."""
         self.queued = False
         if self.settled:  # a queued send refused because the action was cancelled meanwhile
             self._note(now, "dispatch", outcome.detail)
@@ -546,6 +558,11 @@ class ActionRecord(BaseModel):
                 self.reason = outcome.detail
                 self.next_check_at = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
                 self._retry_ended(State.UNKNOWN, now, outcome.detail)
+                if outcome.lookup is not None:
+                    # Looked up in the same call, right after the answer was lost: counted as asked at
+                    # the instant the loss is recorded, where the commit horizon starts, so its "not
+                    # applied" is conclusive only for a kind without a horizon.
+                    self.on_lookup(outcome.lookup, now, asked_at=now)
 
     def _retry_ended(self, state: State, now: datetime, note: str) -> None:
         """A send that ended where the previous one did is folded into it, so a service that stays down
