@@ -559,10 +559,29 @@ class ActionRecord(BaseModel):
                 self.next_check_at = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
                 self._retry_ended(State.UNKNOWN, now, outcome.detail)
                 if outcome.lookup is not None:
-                    # Looked up in the same call, right after the answer was lost: counted as asked at
-                    # the instant the loss is recorded, where the commit horizon starts, so its "not
-                    # applied" is conclusive only for a kind without a horizon.
-                    self.on_lookup(outcome.lookup, now, asked_at=now)
+                    self._looked_up_at_once(outcome.lookup, now)
+
+    def _looked_up_at_once(self, lookup: LookupOutcome, now: datetime) -> None:
+        """The lookup a send's own call made the moment its answer was lost (counted as asked then).
+        Found (applied, accepted and unfinished, or ended unapplied), it is the service's word,
+        recorded by the usual rules. Not found or not answered, it concludes nothing: the action goes
+        on as any lost answer does, looked up after the same first backoff, so a re-send, where one is
+        safe, never comes sooner for it (a service that keeps losing answers is not sent to in a tight
+        loop); a 404 inside the commit horizon brings the next lookup to the horizon's end at the
+        latest, as any early 404 does."""
+        if lookup.result in ("applied", "pending", "rejected"):
+            self.on_lookup(lookup, now)
+            return
+        self.lookups += 1
+        self.last_lookup_at = now
+        self.lookup_requested = False
+        note = f"{lookup.detail}, right after the answer was lost: looking again"
+        horizon = self.commit_horizon()
+        if self.too_soon_to_tell(lookup, now) and horizon is not None:
+            note += f" (a write may commit up to {self.kind.commit_horizon_s:g}s after it was sent)"
+            if self.next_check_at is None or horizon < self.next_check_at:
+                self.next_check_at = horizon
+        self._note(now, "lookup", note)
 
     def _retry_ended(self, state: State, now: datetime, note: str) -> None:
         """A send that ended where the previous one did is folded into it, so a service that stays down

@@ -1,8 +1,6 @@
 """A send whose answer is lost, looked up in the same business call (runs since LEAN_REVISION): the state
 machine records the lost answer and then the lookup's, by the usual rules of a lookup, in one step."""
 
-from datetime import timedelta
-
 import pytest
 
 from settled.domain.machine import ActionRecord, Step
@@ -43,8 +41,7 @@ def test_a_lost_answer_found_by_its_lookup_is_confirmed_in_one_step_and_the_loss
     assert [entry.note for entry in action.history[-2:]] == ["timeout", "found"]
     assert (action.attempts, action.lookups, action.last_lookup_at) == (1, 1, at(1))
     assert [entry.event for entry in action.log][-1:] == ["lookup"]
-    step = action.next_step(at(1))
-    assert step.action == "wait" and step.until == at(1) + timedelta(seconds=action.kind.keep_open_after_settled_s)
+    assert action.next_step(at(1)).action in ("wait", "close")  # nothing more to send or look up
 
 
 @pytest.mark.parametrize("kind", ["room_booking", "refund"])
@@ -53,35 +50,58 @@ def test_inside_the_horizon_a_not_found_leaves_it_unknown_on_the_usual_cadence(k
     action = sent(kind, idempotency_header=None, commit_horizon_s=10.0)
     action.on_dispatch(lost_then(NOT_FOUND), at(1))
     status = action.status()
-    assert (status.state, status.claim) == (State.UNKNOWN, "unknown")
+    assert (status.state, status.claim, status.reason) == (State.UNKNOWN, "unknown", "timeout")
     assert states(action) == [State.REQUESTED, State.RUNNING, State.UNKNOWN]
     assert action.possibly_applied and not action.resend_allowed and action.lookups == 1
-    assert "may still be committing" in (status.reason or "")
-    # The next lookup comes after the usual backoff (the second try's), no later than the horizon.
-    assert action.next_step(at(1)) == Step(action="wait", until=at(3))
-    assert action.next_step(at(3)).action == "lookup"
+    assert action.log[-1].event == "lookup" and "not found" in action.log[-1].note
+    # Looked up again after the usual first backoff, as any lost answer is; a 404 then still waits
+    # for the horizon (the usual rules).
+    assert action.next_step(at(1)) == Step(action="wait", until=at(2))
+    assert action.next_step(at(2)).action == "lookup"
+    action.on_lookup(NOT_FOUND, at(2))
+    assert action.state is State.UNKNOWN and not action.resend_allowed
 
 
-def test_with_deduplication_a_not_found_inside_the_horizon_resends_with_the_same_key() -> None:
-    """As for any inconclusive lookup of a deduplicating service: sent again under its key."""
-    action = sent(commit_horizon_s=10.0)
+def test_a_not_found_inside_the_horizon_is_looked_up_again_by_its_end_at_the_latest() -> None:
+    """A kind looked up rarely (a 600 s first backoff): its early 404 still brings the next lookup to
+    the horizon's end, where a 404 counts, as any early 404 does."""
+    action = sent(
+        "refund",
+        idempotency_header=None,
+        commit_horizon_s=4.0,
+        reconcile_initial_interval_s=600.0,
+        reconcile_max_interval_s=600.0,
+    )
     action.on_dispatch(lost_then(NOT_FOUND), at(1))
-    assert action.state is State.UNKNOWN and action.next_step(at(1)).action == "dispatch"
+    assert "may commit up to 4s" in action.log[-1].note
+    assert action.next_step(at(1)) == Step(action="wait", until=at(5))
+    assert action.next_step(at(5)).action == "lookup"
+    action.on_lookup(NOT_FOUND, at(5))  # past the horizon: conclusive, so it may be sent again
+    assert action.next_step(at(5)).action == "dispatch"
 
 
-def test_a_lookup_that_gets_no_answer_leaves_it_unknown_as_before() -> None:
-    action = sent("refund", idempotency_header=None)
-    action.on_dispatch(lost_then(NO_ANSWER), at(1))
-    assert (action.state, action.reason, action.lookups) == (State.UNKNOWN, "the lookup got 503", 1)
-    assert action.next_step(at(1)) == Step(action="wait", until=at(3))
-
-
-def test_without_a_horizon_a_not_found_right_after_the_loss_is_conclusive() -> None:
-    """A kind that declares no commit horizon: the lookup was made after the send, so its 404 counts."""
-    action = sent("refund", idempotency_header=None, commit_horizon_s=0.0)
-    action.on_dispatch(lost_then(NOT_FOUND), at(1))
-    assert action.state is State.UNKNOWN and not action.possibly_applied
-    assert action.next_step(at(1)).action == "dispatch"
+@pytest.mark.parametrize(
+    ("lookup", "changes"),
+    [
+        (NOT_FOUND, {"commit_horizon_s": 10.0}),  # deduplicates: a re-send under the key is safe
+        (NO_ANSWER, {}),
+        (NOT_FOUND, {"commit_horizon_s": 0.0, "idempotency_header": None}),  # no horizon at all
+    ],
+    ids=["deduplicating", "no-answer", "no-horizon"],
+)
+def test_a_lookup_in_the_call_that_concludes_nothing_never_hastens_a_resend(
+    lookup: LookupOutcome, changes: dict[str, object]
+) -> None:
+    """What the lookup in the call leaves open goes on exactly as a lost answer does: the first look
+    after the usual backoff, and only then a re-send where one is safe. A service that drops every
+    answer is never sent to in a tight loop of sends and lookups."""
+    action = sent(**changes)
+    action.on_dispatch(lost_then(lookup), at(1))
+    assert action.state is State.UNKNOWN and not action.resend_allowed and action.lookups == 1
+    assert action.next_step(at(1)) == Step(action="wait", until=at(2))
+    assert action.next_step(at(2)).action == "lookup"
+    action.on_lookup(lookup, at(2))  # the usual look: its usual rules allow the re-send
+    assert action.next_step(at(2)).action == "dispatch"
 
 
 def test_a_lookup_that_finds_it_rejected_fails_it() -> None:
