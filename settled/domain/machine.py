@@ -568,12 +568,12 @@ class ActionRecord(BaseModel):
         on as any lost answer does, looked up after the same first backoff, so a re-send, where one is
         safe, never comes sooner for it (a service that keeps losing answers is not sent to in a tight
         loop); a 404 inside the commit horizon brings the next lookup to the horizon's end at the
-        latest, as any early 404 does."""
+        latest, as any early 404 does. Nor does it answer a `/reconcile` that follows: that one looks
+        again at once, as it would have after the lost answer alone."""
         if lookup.result in ("applied", "pending", "rejected"):
             self.on_lookup(lookup, now)
             return
         self.lookups += 1
-        self.last_lookup_at = now
         self.lookup_requested = False
         note = f"{lookup.detail}, right after the answer was lost: looking again"
         horizon = self.commit_horizon()

@@ -43,8 +43,11 @@ HERE = Path(__file__).parent
 # reversal whose answer was lost, looked up instead of re-sent) and `golden7-accepted` (a payout the
 # service accepted and finished later); `golden8-` since a queued send is marked sending by its
 # worker taking it (QUEUE_REVISION), with `golden8-queued-cancelled` and `golden8-queued-amended`
-# (queued sends taken back by a cancel and by an amend).
-GENERATION = "golden8"
+# (queued sends taken back by a cancel and by an amend); `golden9-` since a send whose answer is lost
+# is looked up in its own business call (LEAN_REVISION: `golden9-lost` and `golden9-lost-in-task`
+# confirmed by that lookup), with `golden9-lost-looked-up-later` (the lookup in the call got no
+# answer: `unknown`, then confirmed by the usual lookup).
+GENERATION = "golden9"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
 # Its idle period, short enough to record (the real one is 30 days).
@@ -75,6 +78,16 @@ def response_lost(api: httpx.Client, sandbox: Sandbox) -> str:
     )
     wait_state(api, f"{GENERATION}-lost", "confirmed")
     return f"{GENERATION}-lost"
+
+
+def lost_looked_up_later(api: httpx.Client, sandbox: Sandbox) -> str:
+    """The lookup the send's own call makes at once gets no answer (503): `unknown` until the next one."""
+    op = f"{GENERATION}-lost-looked-up-later"
+    sandbox.fault("refunds", "create", "drop_after_apply", op)
+    sandbox.fault("refunds", "lookup", "fail_before_apply", op, status=503)
+    create(api, "refund", REFUND, operation_id=op, conversation_id=CONVERSATION, authorized=True)
+    wait_state(api, op, "confirmed")
+    return op
 
 
 def not_applied(api: httpx.Client, sandbox: Sandbox) -> str:
@@ -127,9 +140,11 @@ def lost_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
 
 
 def lookup_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
-    """A reconcile that waits for the answer: the lookup runs inside the workflow task."""
+    """A reconcile that waits for the answer: the lookup runs inside the workflow task (the one the send's
+    own call made got no answer)."""
     op = f"{GENERATION}-lookup-in-task"
     sandbox.fault("refunds", "create", "drop_after_apply", op)
+    sandbox.fault("refunds", "lookup", "fail_before_apply", op, status=503)
     create(api, "refund_slow", REFUND, operation_id=op, conversation_id=CONVERSATION, wait=10)
     api.post(f"/v1/actions/{op}/reconcile", params={"wait": 10})
     wait_state(api, op, "confirmed")
@@ -169,6 +184,7 @@ SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     normal,
     response_lost,
     lost_in_task,
+    lost_looked_up_later,
     lookup_in_task,
     not_applied,
     cancel_in_flight,

@@ -39,7 +39,7 @@ def test_a_lost_answer_found_by_its_lookup_is_confirmed_in_one_step_and_the_loss
     assert (status.state, status.claim, status.business_ref) == (State.CONFIRMED, "done", "b-7")
     assert states(action) == [State.REQUESTED, State.RUNNING, State.UNKNOWN, State.CONFIRMED]
     assert [entry.note for entry in action.history[-2:]] == ["timeout", "found"]
-    assert (action.attempts, action.lookups, action.last_lookup_at) == (1, 1, at(1))
+    assert (action.attempts, action.lookups) == (1, 1)
     assert [entry.event for entry in action.log][-1:] == ["lookup"]
     assert action.next_step(at(1)).action in ("wait", "close")  # nothing more to send or look up
 
@@ -102,6 +102,15 @@ def test_a_lookup_in_the_call_that_concludes_nothing_never_hastens_a_resend(
     assert action.next_step(at(2)).action == "lookup"
     action.on_lookup(lookup, at(2))  # the usual look: its usual rules allow the re-send
     assert action.next_step(at(2)).action == "dispatch"
+
+
+def test_a_reconcile_right_after_a_lookup_in_the_call_that_concluded_nothing_looks_again() -> None:
+    """The caller heard "checking" and asks: the lookup made with the send answers no one's reconcile."""
+    action = sent("refund", idempotency_header=None)
+    action.on_dispatch(lost_then(NO_ANSWER), at(1))
+    action.check_reconcile(at(1.2))  # not refused as "just looked up"
+    action.apply_reconcile("the caller asked", at(1.2))
+    assert action.next_step(at(1.2)).action == "lookup"
 
 
 def test_a_lookup_that_finds_it_rejected_fails_it() -> None:
