@@ -511,7 +511,7 @@ class ActionRecord(BaseModel):
 
     def on_dispatch(self, outcome: DispatchOutcome, now: datetime) -> None:
         """Record a send's answer. A lost one that its call looked up at once (`outcome.lookup`) stays
-        in the history as `unknown`, and that lookup's answer follows by the usual rules (`on_lookup`)."""
+        in the history as `unknown`, and what that lookup found follows (`_looked_up_at_once`)."""
         self.queued = False
         if self.settled:  # a queued send refused because the action was cancelled meanwhile
             self._note(now, "dispatch", outcome.detail)
