@@ -1,12 +1,17 @@
 """The golden histories of a lost answer looked up in the send's own call (runs since LEAN_REVISION),
-read beside the generation before: the replay of each is in tests/unit/test_replay.py."""
+read beside those recorded before it (golden8): the replay of each is in tests/unit/test_replay.py.
+The newest generation (the one tests/golden/record.py records) holds them."""
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 GOLDEN = Path(__file__).parent.parent / "golden"
+_RECORDED = re.search(r'^GENERATION = "(\w+)"$', (GOLDEN / "record.py").read_text(), re.MULTILINE)
+assert _RECORDED is not None
+NEWEST = _RECORDED.group(1)
 
 
 def _events(name: str) -> list[dict[str, Any]]:
@@ -48,10 +53,11 @@ def _states_written(name: str) -> list[str]:
 
 
 def test_a_lost_answer_was_recorded_confirmed_by_the_lookup_in_its_own_call() -> None:
-    """golden9-lost (an activity) and golden9-lost-in-task (inside the workflow task): one business
-    call, whose result carries the lost send and the lookup that found it; `unknown` never written for
-    operators. The runs of golden8 made two calls, the lookup after a backoff timer."""
-    for name, before in (("golden9-lost", "golden8-lost"), ("golden9-lost-in-task", "golden8-lost-in-task")):
+    """`-lost` (an activity) and `-lost-in-task` (inside the workflow task): one business call, whose
+    result carries the lost send and the lookup that found it; `unknown` never written for operators.
+    The runs of golden8 made two calls, the lookup after a backoff timer."""
+    for scenario in ("lost", "lost-in-task"):
+        name, before = f"{NEWEST}-{scenario}", f"golden8-{scenario}"
         [(activity, result)] = _business_calls(name)
         assert activity == "dispatch" and result is not None, name
         assert result["result"] == "unknown" and result["lookup"]["result"] == "applied", result
@@ -61,8 +67,8 @@ def test_a_lost_answer_was_recorded_confirmed_by_the_lookup_in_its_own_call() ->
 
 
 def test_a_lookup_in_the_call_that_got_no_answer_was_recorded_unknown_then_looked_up_again() -> None:
-    calls = _business_calls("golden9-lost-looked-up-later")
+    calls = _business_calls(f"{NEWEST}-lost-looked-up-later")
     assert [activity for activity, _ in calls] == ["dispatch", "lookup"]
     dispatched = calls[0][1]
     assert dispatched is not None and dispatched["lookup"]["result"] == "inconclusive"
-    assert "unknown" in _states_written("golden9-lost-looked-up-later")
+    assert "unknown" in _states_written(f"{NEWEST}-lost-looked-up-later")
