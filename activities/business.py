@@ -7,6 +7,7 @@ is built, and scrubbed from whatever text the answer brings back.
 """
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -35,6 +36,12 @@ from settled.runtime import tracing
 T = TypeVar("T")
 Outcome = TypeVar("Outcome", DispatchOutcome, LookupOutcome, CompensationOutcome)
 HEARTBEAT_EVERY_S = 0.5
+# A lost send's lookup in the same call (`BusinessCall.look_up_if_lost`) has the kind's own timeout at
+# most, and only what the call's `start_to_close_timeout` leaves after keeping this much for its answer
+# to reach the workflow; with less than the shortest worth trying left, the lookup is not made (the
+# action is `unknown` and looked up on its usual cadence, as without it).
+LOST_LOOKUP_MARGIN_S = 1.0
+LOST_LOOKUP_AT_LEAST_S = 0.5
 
 
 def _transport_failure(error: httpx.TransportError) -> Transport:
@@ -66,11 +73,15 @@ async def _heartbeating(work: Awaitable[T]) -> T:
     task = asyncio.ensure_future(work)
     if activity.info().is_local:  # inside a workflow task: the task's own timeout guards it
         return await task
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
-        if done:
-            return task.result()
-        activity.heartbeat()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    except asyncio.CancelledError:  # no one waits for the answer any more (as `await task` above)
+        task.cancel()
+        raise
 
 
 async def _despite_cancel(work: Awaitable[T]) -> T:
@@ -116,6 +127,12 @@ async def _measured(
         tracing.outcome(span, outcome.result)
     _count(metric, description, call, outcome.result)
     return outcome
+
+
+async def _measured_lookup(call: BusinessCall, work: Awaitable[LookupOutcome]) -> LookupOutcome:
+    return await _measured(
+        LOOKUP, call, work, "settled_reconciliation_lookups", "lookups sent to business systems"
+    )
 
 
 def _values(call: BusinessCall) -> Values:
@@ -184,21 +201,54 @@ class BusinessActivities:
 
     @activity.defn(name=DISPATCH)
     async def dispatch(self, call: BusinessCall) -> DispatchOutcome:
+        began = time.monotonic()
         if call.from_queue:
             # Temporal recorded that this worker took it: it is sending, and a cancel now is too late.
-            outcome = await _despite_cancel(self._dispatch(call))
+            outcome = await _despite_cancel(self._dispatch(call, began))
             return outcome.model_copy(update={"taken_at": activity.info().started_time})
         if call.queued:
             turn = await _take_turn()
             if isinstance(turn, str):
                 return DispatchOutcome(result="not_sent", detail=f"not sent: {turn}")
             call = turn
-        return await self._dispatch(call)
+        return await self._dispatch(call, began)
 
-    async def _dispatch(self, call: BusinessCall) -> DispatchOutcome:
-        return await _measured(
+    async def _dispatch(self, call: BusinessCall, began: float) -> DispatchOutcome:
+        outcome = await _measured(
             DISPATCH, call, self._send(call), "settled_dispatches", "write requests sent to business systems"
         )
+        if outcome.result != "unknown" or not (call.look_up_if_lost and call.kind.has_lookup):
+            return outcome
+        # It may have been applied: look it up once, now, in this call. A read, never a second send.
+        left_s = self._left_for_lookup(call, began)
+        if left_s is None:
+            return outcome
+        return outcome.model_copy(update={"lookup": await self._look_up_lost(call, left_s)})
+
+    @staticmethod
+    def _left_for_lookup(call: BusinessCall, began: float) -> float | None:
+        """The seconds a lost send's lookup may take: within what the call's own timeout leaves."""
+        budget = activity.info().start_to_close_timeout
+        left_s = call.kind.timeout_s if budget is None else budget.total_seconds()
+        left_s -= time.monotonic() - began + LOST_LOOKUP_MARGIN_S
+        seconds = min(call.kind.timeout_s, left_s)
+        return seconds if seconds >= LOST_LOOKUP_AT_LEAST_S else None
+
+    async def _look_up_lost(self, call: BusinessCall, seconds: float) -> LookupOutcome:
+        """The lookup of a send whose answer was lost, bounded by `seconds` (as its request's timeout,
+        and as a whole): one that does not answer in time is inconclusive."""
+        short = call.model_copy(update={"kind": call.kind.model_copy(update={"timeout_s": seconds})})
+
+        async def bounded() -> LookupOutcome:
+            try:
+                async with asyncio.timeout(seconds):
+                    return await self._look_up(short)
+            except TimeoutError:
+                return LookupOutcome(
+                    result="inconclusive", detail=f"the lookup did not answer within {seconds:.3g}s"
+                )
+
+        return await _measured_lookup(short, bounded())
 
     async def _send(self, call: BusinessCall) -> DispatchOutcome:
         kind = call.kind
@@ -220,13 +270,7 @@ class BusinessActivities:
 
     @activity.defn(name=LOOKUP)
     async def lookup(self, call: BusinessCall) -> LookupOutcome:
-        return await _measured(
-            LOOKUP,
-            call,
-            self._look_up(call),
-            "settled_reconciliation_lookups",
-            "lookups sent to business systems",
-        )
+        return await _measured_lookup(call, self._look_up(call))
 
     async def _look_up(self, call: BusinessCall) -> LookupOutcome:
         kind = call.kind

@@ -23,6 +23,9 @@ class BusinessCall(BaseModel):
     # it is the record that it is sending, so a cancel that reaches the worker after that is too late
     # to stop it: the request is finished and its answer returned.
     from_queue: bool = False
+    # A send whose answer is lost is looked up once in the same call, right away, and both answers come
+    # back together (`DispatchOutcome.lookup`): for runs since LEAN_REVISION, of kinds with a lookup.
+    look_up_if_lost: bool = False
 
 
 DISPATCH = "dispatch"

@@ -218,14 +218,16 @@ async def status_reads_for(run: Run, in_flight: list[str], seconds: float) -> li
 
 
 async def interrupt_to_verified(run: Run, n: int) -> list[float]:
-    """An action whose answer was lost (`unknown`); the caller cuts in; how long until the channel can
-    say the verified truth. Measured as a channel does it: the `interrupted` event, then a reconcile
-    that waits for the lookup's answer."""
+    """An action whose answer was lost and could not be verified at once (the lookup its send's call
+    made got no answer: `unknown`); the caller cuts in; how long until the channel can say the verified
+    truth. Measured as a channel does it: the `interrupted` event, then a reconcile that waits for the
+    lookup's answer."""
     samples = []
     for _ in range(n):
         operation_id = run.new_id("lost")
-        fault = {"service": "bookings", "op": "create", "mode": "drop_after_apply", "match_key": operation_id}
-        (await run.sandbox.post("/_sandbox/faults", json=fault)).raise_for_status()
+        for op, mode in (("create", "drop_after_apply"), ("lookup", "fail_before_apply")):
+            fault = {"service": "bookings", "op": op, "mode": mode, "match_key": operation_id}
+            (await run.sandbox.post("/_sandbox/faults", json=fault)).raise_for_status()
         status = await run.create(operation_id, kind="room_booking_on_event")
         if status is None or status.state is not State.UNKNOWN:
             got = status.state if status else "no answer"

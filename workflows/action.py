@@ -114,6 +114,7 @@ class ActionWorkflow:
             self._record.services_rules = start.revision >= SERVICES_REVISION
             self._record.start_marks_sending = start.revision >= QUEUE_REVISION
             self._record.closes_when_settled = start.revision >= CLOSING_REVISION
+            self._record.lookup_in_send = start.revision >= LEAN_REVISION
             if start.creating_wait_s is not None:
                 self._record.await_answer(workflow.now() + timedelta(seconds=start.creating_wait_s))
         elif start.reopens is not None:
@@ -268,6 +269,7 @@ class ActionWorkflow:
             attempt=record.attempts,
             queued=record.queued and not record.start_marks_sending,
             from_queue=record.may_withdraw,
+            look_up_if_lost=record.looks_up_lost_sends,
         )
 
     async def _business(

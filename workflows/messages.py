@@ -45,7 +45,9 @@ SERVICES_REVISION = 5
 QUEUE_REVISION = 6
 # An action's Actions on Temporal Cloud cut where no rule needs them: a change that leaves the close
 # deadline where it was (a `presented`) starts no new timer, and the state search attribute is written
-# only for states an operator acts on.
+# only for states an operator acts on. A send whose answer is lost is looked up in the same business call,
+# right away, and both answers are recorded in one workflow task (no backoff timer, no second call, no
+# `unknown` written for operators when the lookup settles it).
 LEAN_REVISION = 7
 # A settled action closes once nothing more is pending instead of staying open for its whole window of
 # late controls; a late control within that window opens it again from the record its last run closed

@@ -130,6 +130,10 @@ class ActionRecord(BaseModel):
     # a cancel or an amend while it waits takes it back (`withdrawn`), which Temporal refuses once a
     # worker has taken it. Off for runs recorded before, so their replay is unchanged.
     start_marks_sending: bool = False
+    # Set by the workflow for runs started since LEAN_REVISION: a send whose answer is lost asks its business
+    # call to look the operation up once, right away (`looks_up_lost_sends`), and the lookup's answer is
+    # recorded with the lost send's. Off for runs recorded before, so their replay is unchanged.
+    lookup_in_send: bool = False
     # The service accepted the request and has not finished it: `running`, looked up until final.
     accepted: bool = False
     # When the last dispatch whose answer was lost was sent: a compensation waits out its horizon.
@@ -515,6 +519,12 @@ class ActionRecord(BaseModel):
         """Whether a queued send may still be taken back: it waits, and Temporal marks it taken."""
         return self.queued and self.start_marks_sending
 
+    @property
+    def looks_up_lost_sends(self) -> bool:
+        """Whether a send asks its business call to look the operation up when its answer is lost: only
+        where a lookup exists (a kind without one is left as it was)."""
+        return self.lookup_in_send and self.kind.has_lookup
+
     def check_sending(self) -> None:
         if not self.queued:
             raise ControlRefused("noop", "no send is queued")
@@ -529,6 +539,8 @@ class ActionRecord(BaseModel):
         self.begin_dispatch(now)
 
     def on_dispatch(self, outcome: DispatchOutcome, now: datetime) -> None:
+        """Record a send's answer. A lost one that its call looked up at once (`outcome.lookup`) stays
+        in the history as `unknown`, and what that lookup found follows (`_looked_up_at_once`)."""
         self.queued = False
         if self.settled:  # a queued send refused because the action was cancelled meanwhile
             self._note(now, "dispatch", outcome.detail)
@@ -575,6 +587,30 @@ class ActionRecord(BaseModel):
                 self.reason = outcome.detail
                 self.next_check_at = now + self._backoff(self.checks, self.kind.reconcile_max_interval_s)
                 self._retry_ended(State.UNKNOWN, now, outcome.detail)
+                if outcome.lookup is not None:
+                    self._looked_up_at_once(outcome.lookup, now)
+
+    def _looked_up_at_once(self, lookup: LookupOutcome, now: datetime) -> None:
+        """The lookup a send's own call made the moment its answer was lost (counted as asked then).
+        Found (applied, accepted and unfinished, or ended unapplied), it is the service's word,
+        recorded by the usual rules. Not found or not answered, it concludes nothing: the action goes
+        on as any lost answer does, looked up after the same first backoff, so a re-send, where one is
+        safe, never comes sooner for it (a service that keeps losing answers is not sent to in a tight
+        loop); a 404 inside the commit horizon brings the next lookup to the horizon's end at the
+        latest, as any early 404 does. Nor does it answer a `/reconcile` that follows: that one looks
+        again at once, as it would have after the lost answer alone."""
+        if lookup.result in ("applied", "pending", "rejected"):
+            self.on_lookup(lookup, now)
+            return
+        self.lookups += 1
+        self.lookup_requested = False
+        note = f"{lookup.detail}, right after the answer was lost: looking again"
+        horizon = self.commit_horizon()
+        if self.too_soon_to_tell(lookup, now) and horizon is not None:
+            note += f" (a write may commit up to {self.kind.commit_horizon_s:g}s after it was sent)"
+            if self.next_check_at is None or horizon < self.next_check_at:
+                self.next_check_at = horizon
+        self._note(now, "lookup", note)
 
     def _retry_ended(self, state: State, now: datetime, note: str) -> None:
         """A send that ended where the previous one did is folded into it, so a service that stays down

@@ -164,10 +164,12 @@ async def test_a_stop_while_the_refund_is_in_flight_is_answered_truly(
 async def test_a_lost_answer_is_looked_up_never_sent_twice_and_said_when_verified(
     settled: SentClient, truth: AsyncSandbox, refund_kind: ActionKind
 ) -> None:
-    """The service applies the refund and the answer is lost: the model says it is being checked,
-    the caller's "try again" meets the same action, and "did you do it?" answers from the lookup."""
+    """The service applies the refund and the answer is lost, and the lookup the send's own call makes
+    at once gets no answer: the model says it is being checked, the caller's "try again" meets the same
+    action, and "did you do it?" answers from the next lookup."""
     caller = Caller(settled, refund_kind)
     await truth.fault("refunds", "create", "drop_after_apply", caller.op)
+    await truth.fault("refunds", "lookup", "fail_before_apply", caller.op, status=503)  # that one alone
     async with call(caller) as c:
         c.says(caller.asks)
         await c.speaker.until("haven't confirmed")

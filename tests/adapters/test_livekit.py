@@ -114,6 +114,9 @@ async def test_with_settled_the_claim_is_true_and_there_is_one_refund(
     script = RefundScript(refund=params)
     bridge = SettledLiveKit(settled, conversation, [refund_kind], wait_s=5, authorize_on_call=True)
     hang = await truth.fault("refunds", "create", "hang", op, apply=True)
+    # The lookup the send's own call makes at once cannot tell (503): the tool answers "not confirmed
+    # yet" and follows the action until a later lookup confirms it.
+    await truth.fault("refunds", "lookup", "fail_before_apply", op, status=503)
     session: AgentSession[None] = AgentSession(llm=ScriptedLLM(script, call_prefix=prefix))
     bridge.attach(session)
     await session.start(Agent(instructions="refunds", tools=bridge.tools()))

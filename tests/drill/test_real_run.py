@@ -102,8 +102,10 @@ async def test_target_mode_drills_ones_own_service_through_the_fault_proxy(
     built = await drill(wanted, Console(quiet=True))
     assert not [run["error"] for run in built["runs"] if run["error"]]
     assert exit_code(built) == 0
-    assert built["summary"]["state"]["C2"]["attempts"] == 2  # one write per run: never re-sent blindly
-    assert built["summary"]["state"]["C2"]["honest_unknown"] >= 1
+    lost = built["summary"]["state"]["C2"]
+    assert lost["attempts"] == 2  # one write per run: never re-sent blindly
+    # The send's own call looked the write up at once: nothing false was said, and the truth came.
+    assert lost["false_done"] == lost["false_not_done"] == lost["truth_not_reached"] == 0
 
     for run in built["runs"]:  # what the drill read through the lookup URL is what the sandbox holds
         records = sandbox.records(run["task_id"])

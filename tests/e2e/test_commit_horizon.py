@@ -141,7 +141,8 @@ def test_a_write_that_never_lands_is_re_sent_once_the_horizon_has_passed(
     witness.watch(op)
     sandbox.wait_held(op)
     wait_state(api, op, "unknown")
-    assert reconcile(api, op, "")["state"] == "unknown" and lookups(sandbox, op) == [404]
+    # The send's own call looked it up at once, and the reconcile may look again: only 404s so far.
+    assert reconcile(api, op, "")["state"] == "unknown" and set(lookups(sandbox, op)) == {404}
     sandbox.release(hold)  # given up without applying
     final = wait_state(api, op, "confirmed", timeout_s=20)
     assert len(sandbox.records(op, "refunds")) == 1
@@ -161,6 +162,7 @@ def test_a_lagging_lookup_never_causes_a_second_payout(
     wait_state(api, op, "unknown")
     assert reconcile(api, op, "")["state"] == "unknown"  # the replica has not seen it yet
     final = wait_state(api, op, "confirmed", timeout_s=20)  # looked up again after the horizon
-    assert lookups(sandbox, op) == [404, 200]
+    seen = lookups(sandbox, op)  # the send's own call's and the reconcile's (if not just made): 404s
+    assert seen[-1] == 200 and set(seen[:-1]) == {404}, seen
     assert len(sandbox.records(op, "refunds")) == 1 and len(sandbox.writes(op)) == 1
     assert final["attempts"] == 1

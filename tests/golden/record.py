@@ -45,10 +45,12 @@ HERE = Path(__file__).parent
 # worker taking it (QUEUE_REVISION), with `golden8-queued-cancelled` and `golden8-queued-amended`
 # (queued sends taken back by a cancel and by an amend); `golden9-` since an unchanged deadline keeps
 # its timer and the state attribute is written only for states operators act on (LEAN_REVISION);
-# `golden10-` since a settled action's run closes after its linger and a late control opens it again
-# (CLOSING_REVISION), with `golden10-lingered` (a booking's run that settled, lingered and closed with
-# its record) and `golden10-reopened` (the run a late cancel opened from it, which reversed the
-# booking and closed again).
+# `golden10-` since a send whose answer is lost is looked up in its own business call (`golden10-lost`
+# and `golden10-lost-in-task` confirmed by that lookup, `golden10-lost-looked-up-later` where it got no
+# answer: `unknown`, then confirmed by the usual lookup) and a settled action's run closes after its
+# linger, a late control opening it again (CLOSING_REVISION): `golden10-lingered` (a booking's run
+# that settled, lingered and closed with its record) and `golden10-reopened` (the run a late cancel
+# opened from it, which reversed the booking and closed again).
 GENERATION = "golden10"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"
@@ -87,6 +89,16 @@ def response_lost(api: httpx.Client, sandbox: Sandbox) -> str:
     )
     wait_state(api, f"{GENERATION}-lost", "confirmed")
     return f"{GENERATION}-lost"
+
+
+def lost_looked_up_later(api: httpx.Client, sandbox: Sandbox) -> str:
+    """The lookup the send's own call makes at once gets no answer (503): `unknown` until the next one."""
+    op = f"{GENERATION}-lost-looked-up-later"
+    sandbox.fault("refunds", "create", "drop_after_apply", op)
+    sandbox.fault("refunds", "lookup", "fail_before_apply", op, status=503)
+    create(api, "refund", REFUND, operation_id=op, conversation_id=CONVERSATION, authorized=True)
+    wait_state(api, op, "confirmed")
+    return op
 
 
 def not_applied(api: httpx.Client, sandbox: Sandbox) -> str:
@@ -139,9 +151,11 @@ def lost_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
 
 
 def lookup_in_task(api: httpx.Client, sandbox: Sandbox) -> str:
-    """A reconcile that waits for the answer: the lookup runs inside the workflow task."""
+    """A reconcile that waits for the answer: the lookup runs inside the workflow task (the one the send's
+    own call made got no answer)."""
     op = f"{GENERATION}-lookup-in-task"
     sandbox.fault("refunds", "create", "drop_after_apply", op)
+    sandbox.fault("refunds", "lookup", "fail_before_apply", op, status=503)
     create(api, "refund_slow", REFUND, operation_id=op, conversation_id=CONVERSATION, wait=10)
     api.post(f"/v1/actions/{op}/reconcile", params={"wait": 10})
     wait_state(api, op, "confirmed")
@@ -206,6 +220,7 @@ SCENARIOS: list[Callable[[httpx.Client, Sandbox], str]] = [
     normal,
     response_lost,
     lost_in_task,
+    lost_looked_up_later,
     lookup_in_task,
     not_applied,
     cancel_in_flight,
