@@ -102,6 +102,8 @@ def test_a_send_whose_answer_is_lost_shows_unknown_until_a_lookup_confirms_it(
 ) -> None:
     op = new_id("payout-lost")
     module_sandbox.fault("refunds", "create", "drop_after_apply", op)
+    # The send's own call looks it up at once: that lookup fails, so it stays `unknown`.
+    module_sandbox.fault("refunds", "lookup", "fail_before_apply", op, status=503)
     create(module_api, "payout", REFUND, operation_id=op)  # looked up only when asked
     wait_state(module_api, op, "unknown", timeout_s=60)
     billed, description = _read(module_stack, op)
