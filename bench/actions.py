@@ -11,10 +11,12 @@ From the dev server's own metrics (`--metrics-port`): the queries it handed to a
 import asyncio
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import httpx
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -63,14 +65,19 @@ class Billed:
 
 async def billed_in_history(client: Client, workflow_id: str) -> Billed:
     """One workflow's Actions so far (its current run); none for a workflow never started."""
-    billed = Billed.none()
     try:
         history = await client.get_workflow_handle(workflow_id).fetch_history()
     except RPCError as error:
         if error.status is RPCStatusCode.NOT_FOUND:
-            return billed
+            return Billed.none()
         raise
-    for event in history.events:
+    return billed_in_events(history.events)
+
+
+def billed_in_events(events: Iterable[HistoryEvent]) -> Billed:
+    """The Actions one run's history events record."""
+    billed = Billed.none()
+    for event in events:
         kind = _BILLED_ONCE.get(event.event_type)
         if kind is not None:
             billed.counts[kind] += 1

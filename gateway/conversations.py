@@ -1,8 +1,10 @@
 """A conversation's workflow: telling it of a new action, recording a channel's events (and looking up
 what may be in flight), the handoff, its actions, and the changes its stream follows.
 
-A conversation closes after its idle period; a call that finds it closed reopens it with everything it
-kept before the call is repeated, so a channel coming back later gets the same handoff."""
+A conversation closes after its idle period (`SETTLED_CONVERSATION_IDLE_S`, an hour by default: its call
+is over by then, and an idle month open cost storage for nothing); a handoff reads a closed one as it
+reads a running one, and a call that finds it closed reopens it with everything it kept before the call
+is repeated, so a channel coming back later gets the same handoff."""
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -12,7 +14,7 @@ from settled.gateway.controls import Controls
 from settled.gateway.errors import GatewayError, already_started, never_ran, unless_missing
 from settled.gateway.kept import kept_from_history
 from settled.gateway.link import Link, finishing
-from settled.workflows.conversation import IDLE_CLOSE_AFTER, ConversationWorkflow
+from settled.workflows.conversation import ConversationWorkflow
 from settled.workflows.messages import (
     CURRENT_REVISION,
     ChannelEvent,
@@ -216,21 +218,21 @@ class Conversations:
     def _start(
         self, tenant: str | None, conversation_id: str, carried: ConversationState | None = None
     ) -> ConversationStart:
-        idle = self.link.idle_close_after
         return ConversationStart(
             tenant=tenant,
             conversation_id=conversation_id,
             carried=carried,
             revision=CURRENT_REVISION,
             continue_as_new_after=self.link.continue_as_new_after,
-            idle_close_after_s=None if idle == IDLE_CLOSE_AFTER else idle.total_seconds(),
+            # Always given: the run keeps the period it started with, whatever the settings become.
+            idle_close_after_s=self.link.idle_close_after.total_seconds(),
         )
 
     async def _in_conversation(
         self, tenant: str | None, conversation_id: str, call: Callable[[], Awaitable[T]], wait_s: float = 0.0
     ) -> T:
         """Run a call that starts the conversation unless it runs, within `wait_s` and the guard's
-        grace. A conversation closes after 30 idle days; the call is then refused (its start rejects a
+        grace. A conversation closes after its idle period; the call is then refused (its start rejects a
         duplicate id), and the conversation is reopened with everything it kept (actions, channels,
         stream log) before the call is repeated, so a channel coming back later gets the same handoff,
         not an empty one."""

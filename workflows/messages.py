@@ -122,7 +122,8 @@ class ConversationStart(BaseModel):
     revision: int = Revision
     # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
     continue_as_new_after: int | None = Field(default=None, ge=1)
-    # Idle time after which it closes; None: the workflow's own (30 days; tests lower it).
+    # Idle time after which it closes (the API's `SETTLED_CONVERSATION_IDLE_S`, always given since that
+    # setting); None, in runs started before it: the workflow's own 30 days.
     idle_close_after_s: float | None = Field(default=None, gt=0)
 
 
