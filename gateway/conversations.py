@@ -109,13 +109,10 @@ class Conversations:
         in_flight = set(result.reconcile) | set(started)
         rest = [op for op in result.tracked if op not in looked_at and op not in in_flight]
         statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in rest))
-        in_flight |= {
-            op
-            for op, status in zip(rest, statuses, strict=True)
-            if _may_be_in_flight(status, conversation_id)
-        }
+        read = dict(zip(rest, statuses, strict=True))
+        in_flight |= {op for op, status in read.items() if _may_be_in_flight(status, conversation_id)}
         late = [op for op in in_flight if op not in started]
-        await asyncio.gather(*(self.controls.look_up_soon(tenant, op, why) for op in late))
+        await asyncio.gather(*(self.controls.look_up_soon(tenant, op, why, read.get(op)) for op in late))
         return [op for op in result.tracked or result.reconcile if op in in_flight]
 
     async def _reconcile_known(
@@ -130,11 +127,15 @@ class Conversations:
             return set(), []
         ops = kept.operation_ids
         statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in ops))
-        in_flight = [
-            op for op, status in zip(ops, statuses, strict=True) if _may_be_in_flight(status, conversation_id)
-        ]
-        await asyncio.gather(*(self.controls.look_up_soon(tenant, op, why) for op in in_flight))
-        return set(ops), in_flight
+        in_flight = {
+            op: status
+            for op, status in zip(ops, statuses, strict=True)
+            if _may_be_in_flight(status, conversation_id)
+        }
+        await asyncio.gather(
+            *(self.controls.look_up_soon(tenant, op, why, status) for op, status in in_flight.items())
+        )
+        return set(ops), list(in_flight)
 
     async def _status_if_any(self, tenant: str | None, operation_id: str) -> ActionStatus | None:
         """A tracked action's status; None when its start never happened (a crash between, or a

@@ -8,7 +8,14 @@ import pytest
 from settled.domain.canonical import earlier_params_digest
 from settled.domain.handoff import fully_presented
 from settled.domain.kinds import load_kinds
-from settled.domain.machine import OTHER_CONVERSATION, ActionRecord, ControlRefused, NewAction, Step
+from settled.domain.machine import (
+    OTHER_CONVERSATION,
+    ActionRecord,
+    ControlRefused,
+    NewAction,
+    Step,
+    send_in_flight,
+)
 from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.domain.states import State
 
@@ -502,3 +509,27 @@ def test_a_connection_never_made_leaves_it_undispatched_and_amendable() -> None:
     status = action.status()
     assert (status.state, status.dispatched, status.attempts) == (State.REQUESTED, False, 0)
     action.check_amend({"order_id": "o", "amount": 2, "currency": "EUR"}, at(1))  # not refused
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        CONFIRMED,
+        LOST,
+        NOT_SENT,
+        REJECTED,
+        DispatchOutcome(result="pending", status_code=202, business_ref="t-1", detail="accepted"),
+    ],
+)
+def test_a_send_is_in_flight_from_its_begin_to_its_answer(answer: DispatchOutcome) -> None:
+    """What a reader may await instead of asking for a lookup: only a send begun and not answered,
+    the first or a later one (an accepted request, `running` too, is looked up until final)."""
+    action = record(authorized=True)
+    assert not send_in_flight(action.status())
+    action.begin_dispatch(at(0))
+    assert send_in_flight(action.status())
+    action.on_dispatch(answer, at(1))
+    assert not send_in_flight(action.status())
+    if action.state is State.UNKNOWN:
+        action.begin_dispatch(at(2))  # sent again with the same key
+        assert send_in_flight(action.status())
