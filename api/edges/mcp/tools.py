@@ -164,7 +164,8 @@ class Tools:
         wait_s: float,
     ) -> types.CallToolResult | types.InputRequiredResult:
         waited = _Waited(wait_s)
-        status = await channel.request(kind.name, params.arguments or {})
+        arguments = params.arguments or {}
+        status = await _asked_already(channel, kind, params) or await channel.request(kind.name, arguments)
         lead = ""
         if status.state is State.REQUESTED and not status.authorized and go_ahead.can_ask(ctx):
             answer = await go_ahead.ask(ctx, params, kind, status)
@@ -244,6 +245,26 @@ class Tools:
         except TimeoutError:
             pass
         return status
+
+
+async def _asked_already(
+    channel: SettledChannel, kind: ActionKind, params: types.CallToolRequestParams
+) -> ActionStatus | None:
+    """In the call that brings the answer to the go-ahead question (2026-07-28: the client calls the
+    tool again), the action the first call recorded, read (a status read costs no Temporal Action)
+    rather than created again (an update and a signal); None where it is not that action, waiting for
+    its go-ahead in this conversation, and the call then creates or meets it as any call does."""
+    if go_ahead.GO_AHEAD not in (params.input_responses or {}):
+        return None
+    operation_id = channel.operation_ids(channel.conversation_id, kind.kind, params.arguments or {}, 1)
+    try:
+        status = await channel.client.get(operation_id)
+    except SettledAPIError as error:
+        if error.code == "not_found":
+            return None
+        raise
+    mine = status.conversation_id == channel.conversation_id and status.kind == kind.kind
+    return status if mine and status.state is State.REQUESTED and not status.authorized else None
 
 
 class _Waited:
