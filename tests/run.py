@@ -39,6 +39,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "outages",
             "restarts",
             "security",
+            "send_in_flight",
             "services",
             "traces",
         )
