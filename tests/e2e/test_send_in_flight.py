@@ -109,3 +109,8 @@ def test_a_reconcile_while_a_send_is_in_flight_looks_up_once_its_answer_is_lost(
     wait_for(lambda: module_sandbox.requests(op, op="lookup"), what=f"a lookup of {op}")
     wait_state(module_api, op, "confirmed", timeout_s=60)  # not applied, past the horizon: sent again
     assert len(module_sandbox.records(op)) == 1
+
+
+def test_a_waiting_reconcile_of_an_action_that_does_not_exist_is_a_404(module_api: httpx.Client) -> None:
+    response = module_api.post(f"/v1/actions/{new_id()}/reconcile", params={"wait": 2})
+    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found", response.text
