@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from settled.gateway.controls import Controls
-from settled.gateway.errors import GatewayError, already_started, never_ran, unless_missing
+from settled.gateway.errors import GatewayError, already_started, unless_missing
 from settled.gateway.kept import kept_from_history
 from settled.gateway.link import Link, finishing
 from settled.workflows.conversation import ConversationWorkflow
@@ -125,7 +125,7 @@ class Conversations:
             kept = await self.link.guard(lambda: kept_from_history(self.link.client, handle))
         except GatewayError:
             return set(), []
-        ops = kept.operation_ids
+        ops = kept.state.operation_ids
         statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in ops))
         in_flight = {
             op: status
@@ -143,20 +143,17 @@ class Conversations:
         return await unless_missing(self.link.get(tenant, operation_id))
 
     async def _view(self, tenant: str | None, conversation_id: str) -> ConversationView | None:
-        """What the conversation keeps (None when there is none): by a query, or from its history for a
-        run that has not run a workflow task (started lazily, or terminated before its first)."""
+        """What the conversation keeps (None when there is none), read from its history: running or
+        closed, started lazily or not, nothing is asked of a worker (a query is a billed Action)."""
         handle = self.link.conversation(tenant, conversation_id)
-        try:
-            return await unless_missing(self.link.guard(lambda: handle.query(ConversationWorkflow.view)))
-        except RPCError as error:
-            if not never_ran(error):
-                raise
-        kept = await self.link.guard(lambda: kept_from_history(self.link.client, handle))
+        kept = await unless_missing(self.link.guard(lambda: kept_from_history(self.link.client, handle)))
+        if kept is None:
+            return None
         return ConversationView(
             conversation_id=conversation_id,
-            operation_ids=kept.operation_ids,
-            channels=kept.channels,
-            seq=kept.seq,
+            operation_ids=kept.state.operation_ids,
+            channels=kept.state.channels,
+            seq=kept.state.seq,
         )
 
     async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
@@ -243,12 +240,10 @@ class Conversations:
             if not already_started(error):
                 raise
         closed = self.link.conversation(tenant, conversation_id)
-        try:
+        read = await self.link.guard(lambda: kept_from_history(self.link.client, closed))
+        kept = read.state
+        if not read.whole:  # the stream log of actions of an earlier release: the run's own to tell
             kept = await self.link.guard(lambda: closed.query(ConversationWorkflow.state))
-        except RPCError as error:
-            if not never_ran(error):
-                raise
-            kept = await self.link.guard(lambda: kept_from_history(self.link.client, closed))
         kept.last_activity_at = None  # idle from the reopening on
         await self.link.guard(
             lambda: self.link.client.start_workflow(

@@ -216,13 +216,7 @@ class ConversationWorkflow:
     @workflow.update
     def channel_event(self, event: ChannelEvent) -> ChannelEventResult:
         self._touch()
-        channel = self._state.channels.setdefault(event.channel, ChannelRecord())
-        if event.type == "channel_opened":
-            channel.state, channel.reason = "open", None
-        elif event.type == "channel_closed":
-            channel.state, channel.reason = "closed", event.reason or "closed"
-        elif channel.state == "unused":
-            channel.state = "open"  # an interruption proves the channel was in use
+        self._state.channels.setdefault(event.channel, ChannelRecord()).apply(event)
         if event.type == "channel_closed":
             return ChannelEventResult(reconcile=[])
         in_flight = [op for op, status in self._state.latest.items() if status.state in MAY_BE_IN_FLIGHT]

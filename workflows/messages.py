@@ -136,6 +136,16 @@ class ChannelRecord(BaseModel):
     state: str = "unused"
     reason: str | None = None
 
+    def apply(self, event: "ChannelEvent") -> None:
+        """What an event of this channel does to it: the conversation's own rule, which the gateway
+        also folds over a conversation's history to read it without a query."""
+        if event.type == "channel_opened":
+            self.state, self.reason = "open", None
+        elif event.type == "channel_closed":
+            self.state, self.reason = "closed", event.reason or "closed"
+        elif self.state == "unused":
+            self.state = "open"  # an interruption proves the channel was in use
+
 
 class ConversationState(BaseModel):
     """Everything a conversation keeps, carried over when it continues as new."""

@@ -7,16 +7,52 @@ from typing import Any
 
 import pytest
 from settled.bench.actions import Billed, billed_in_events
+from settled.gateway.gateway import Gateway
 from settled.workflows.conversation import EVENT_LOG_MAX_BYTES, ConversationWorkflow
 from settled.workflows.messages import CURRENT_REVISION, ActionChanged, ConversationStart
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    QueryWorkflowInput,
+    WorkflowExecutionStatus,
+)
 
-from settled.domain.models import ActionStatus
+from settled.domain.models import ActionStatus, ConversationEventBody
+from settled.runtime.config import Settings
 from settled.temporal.identity import TASK_QUEUE, conversation_workflow_id
 from tests.client.support import eventually, new_id
 from tests.timeskip.support import DAY, Harness
 
 HOUR = timedelta(hours=1)
+
+
+class _CountedQueries(Interceptor, OutboundInterceptor):
+    """A client interceptor that notes every query the client sends (each a billed Temporal Action)."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        OutboundInterceptor.__init__(self, next)
+        return self
+
+    async def query_workflow(self, input: QueryWorkflowInput) -> Any:
+        self.queries.append(input.query)
+        return await super().query_workflow(input)
+
+
+def _counting(harness: Harness) -> tuple[Gateway, _CountedQueries]:
+    """A gateway like the API's, on a client of the same server that counts its queries."""
+    counted = _CountedQueries()
+    client = Client(
+        harness.env.client.service_client,
+        namespace=harness.env.client.namespace,
+        data_converter=harness.env.client.data_converter,
+        interceptors=[counted],
+    )
+    return Gateway(client, harness.kinds, Settings()), counted
+
 
 BOOKING = {"room": "Ada", "day": "Thursday"}
 REFUND = {"order_id": "o-9", "amount": 3.0, "currency": "EUR"}
@@ -171,6 +207,9 @@ async def test_a_conversation_closes_an_hour_after_its_call_and_reopens_with_wha
     assert response.status_code == 200, response.text
     await _event(harness, conversation_id, type="channel_closed", channel="voice", reason="hangup")
     during = await _handoff(harness, conversation_id)
+    # The handoff is read from the conversation's history: no query, running or closed.
+    gateway, counted = _counting(harness)
+    assert (await gateway.handoff(None, conversation_id)).model_dump(mode="json") == during
     opening = await harness.stream(conversation_id, None, lambda items: len(items) == 2)
     started = (await harness.conversation_runs(conversation_id))[-1].events[0]
     carried = started.workflow_execution_started_event_attributes.input.payloads[0]
@@ -208,12 +247,18 @@ async def test_a_conversation_closes_an_hour_after_its_call_and_reopens_with_wha
     assert refund["say"] not in later["say"]  # heard: not said again
     assert later["work"] == "waiting_for_user" and later["channels"]["voice"] == "closed"
     assert len(await harness.conversation_runs(conversation_id)) == 1
+    assert (await gateway.handoff(None, conversation_id)).model_dump(mode="json") == later
 
-    # The text channel comes back: the conversation reopens with what it kept, and the same handoff.
-    await _event(harness, conversation_id, type="channel_opened", channel="text")
+    # The text channel comes back: the conversation reopens with what it kept (read from the closed
+    # run's history: no query), and the same handoff.
+    opened = ConversationEventBody(type="channel_opened", channel="text")
+    assert await gateway.conversation_event(None, conversation_id, opened) == []
     reopened = await _handoff(harness, conversation_id)
     assert reopened["actions"] == later["actions"]
     assert reopened["channels"] == {"voice": "closed", "text": "open"}
+    assert counted.queries == []
+    await gateway.client.get_workflow_handle(workflow_id).query(ConversationWorkflow.view)
+    assert counted.queries == ["view"]  # the count does see a query
     second = await conversation.fetch_history()
     assert second.run_id != first.run_id
     # The reopening is a start of its own (the closed run's state is read by one query, not recorded).
