@@ -108,7 +108,7 @@ class Conversations:
         # earlier release in flight by the conversation's own record.
         in_flight = set(result.reconcile) | set(started)
         rest = [op for op in result.tracked if op not in looked_at and op not in in_flight]
-        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in rest))
+        statuses = await asyncio.gather(*(self._durable_status(tenant, op) for op in rest))
         read = dict(zip(rest, statuses, strict=True))
         in_flight |= {op for op, status in read.items() if _may_be_in_flight(status, conversation_id)}
         late = [op for op in in_flight if op not in started]
@@ -126,7 +126,7 @@ class Conversations:
         except GatewayError:
             return set(), []
         ops = kept.state.operation_ids
-        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in ops))
+        statuses = await asyncio.gather(*(self._durable_status(tenant, op) for op in ops))
         in_flight = {
             op: status
             for op, status in zip(ops, statuses, strict=True)
@@ -136,6 +136,12 @@ class Conversations:
             *(self.controls.look_up_soon(tenant, op, why, status) for op, status in in_flight.items())
         )
         return set(ops), list(in_flight)
+
+    async def _durable_status(self, tenant: str | None, operation_id: str) -> ActionStatus | None:
+        """A tracked action's status as its memo holds it, read from the server alone (no query, no
+        Action); None before its first workflow task completed, when nothing of it can be in flight
+        for a lookup to resolve (a send inside that task answers its own caller), or without a start."""
+        return await unless_missing(self.link.memo_status(self.link.action(tenant, operation_id)))
 
     async def _status_if_any(self, tenant: str | None, operation_id: str) -> ActionStatus | None:
         """A tracked action's status; None when its start never happened (a crash between, or a
