@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from settled.gateway.controls import Controls
-from settled.gateway.errors import GatewayError, already_started, unless_missing
+from settled.gateway.errors import GatewayError, already_started, never_ran, unless_missing
 from settled.gateway.kept import kept_from_history
 from settled.gateway.link import Link, finishing
 from settled.workflows.conversation import ConversationWorkflow
@@ -249,7 +249,11 @@ class Conversations:
         read = await self.link.guard(lambda: kept_from_history(self.link.client, closed))
         kept = read.state
         if not read.whole:  # the stream log of actions of an earlier release: the run's own to tell
-            kept = await self.link.guard(lambda: closed.query(ConversationWorkflow.state))
+            try:
+                kept = await self.link.guard(lambda: closed.query(ConversationWorkflow.state))
+            except RPCError as error:
+                if not never_ran(error):  # a run terminated before its first task: its history is all
+                    raise
         kept.last_activity_at = None  # idle from the reopening on
         await self.link.guard(
             lambda: self.link.client.start_workflow(
