@@ -11,11 +11,13 @@ From the dev server's own metrics (`--metrics-port`): the queries it handed to a
 import asyncio
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import httpx
 from settled.gateway.runs import every_run
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -65,14 +67,19 @@ class Billed:
 async def billed_in_history(client: Client, workflow_id: str) -> Billed:
     """One workflow's Actions so far, over every run it has had (continued as new, or opened again by
     a late control: `settled.gateway.runs`); none for a workflow never started."""
-    billed = Billed.none()
     try:
         runs = await every_run(client, workflow_id)
     except RPCError as error:
         if error.status is RPCStatusCode.NOT_FOUND:
-            return billed
+            return Billed.none()
         raise
-    for event in (event for history in runs for event in history.events):
+    return billed_in_events(event for history in runs for event in history.events)
+
+
+def billed_in_events(events: Iterable[HistoryEvent]) -> Billed:
+    """The Actions some history events record (of one run or several)."""
+    billed = Billed.none()
+    for event in events:
         kind = _BILLED_ONCE.get(event.event_type)
         if kind is not None:
             billed.counts[kind] += 1

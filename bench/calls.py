@@ -30,7 +30,6 @@ from settled.adapters.channel import SettledChannel
 from settled.adapters.tools import AUTHORIZE_TOOL, ActionKind, derived_operation_id
 from settled.bench import actions, storage
 from settled.bench.measures import BenchError, Run
-from settled.workflows.conversation import IDLE_CLOSE_AFTER
 from temporalio.client import Client
 
 from settled.domain.kinds import PLAIN_BOOKING_PARAMS, PLAIN_REFUND_PARAMS, Kinds, Variant
@@ -253,7 +252,8 @@ async def whole_calls(
         lingers = timedelta(seconds=spec.close_after_settled_s)
         stored_actions = [await storage.stored(door.temporal, wid, lingers) for wid in action_ids]
         stored_conversations = [
-            await storage.stored(door.temporal, wid, IDLE_CLOSE_AFTER) for wid in conversation_ids
+            await storage.stored(door.temporal, wid, await storage.idle_period(door.temporal, wid))
+            for wid in conversation_ids
         ]
         rows[f"{door_name}/{shape_name}"] = {
             "door": door_name,

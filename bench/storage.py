@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from settled.gateway.runs import every_run
+from settled.workflows.conversation import IDLE_CLOSE_AFTER
+from settled.workflows.messages import ConversationStart
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
@@ -58,6 +60,16 @@ async def stored(client: Client, workflow_id: str, open_after_last_event: timede
         history_bytes += size
         byte_hours += size * ran.total_seconds() / HOUR_S
     return Stored(history_bytes, byte_hours / history_bytes if history_bytes else 0.0)
+
+
+async def idle_period(client: Client, workflow_id: str) -> timedelta:
+    """The idle period a conversation's run keeps open after its last event: the one its start carries,
+    else the workflow's own (runs started before the start carried one)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    payloads = history.events[0].workflow_execution_started_event_attributes.input.payloads
+    [start] = await client.data_converter.decode(payloads, [ConversationStart])
+    seconds = start.idle_close_after_s
+    return timedelta(seconds=seconds) if seconds else IDLE_CLOSE_AFTER
 
 
 def per_action(actions: list[Stored], conversations: list[Stored]) -> dict[str, float]:

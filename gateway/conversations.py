@@ -1,8 +1,10 @@
 """A conversation's workflow: telling it of a new action, recording a channel's events (and looking up
 what may be in flight), the handoff, its actions, and the changes its stream follows.
 
-A conversation closes after its idle period; a call that finds it closed reopens it with everything it
-kept before the call is repeated, so a channel coming back later gets the same handoff."""
+A conversation closes after its idle period (`SETTLED_CONVERSATION_IDLE_S`, an hour by default: its call
+is over by then, and an idle month open cost storage for nothing); a handoff reads a closed one as it
+reads a running one, and a call that finds it closed reopens it with everything it kept before the call
+is repeated, so a channel coming back later gets the same handoff."""
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -12,7 +14,7 @@ from settled.gateway.controls import Controls
 from settled.gateway.errors import GatewayError, already_started, never_ran, unless_missing
 from settled.gateway.kept import kept_from_history
 from settled.gateway.link import Link, finishing
-from settled.workflows.conversation import IDLE_CLOSE_AFTER, ConversationWorkflow
+from settled.workflows.conversation import ConversationWorkflow
 from settled.workflows.messages import (
     CURRENT_REVISION,
     ChannelEvent,
@@ -106,14 +108,11 @@ class Conversations:
         # earlier release in flight by the conversation's own record.
         in_flight = set(result.reconcile) | set(started)
         rest = [op for op in result.tracked if op not in looked_at and op not in in_flight]
-        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in rest))
-        in_flight |= {
-            op
-            for op, status in zip(rest, statuses, strict=True)
-            if _may_be_in_flight(status, conversation_id)
-        }
+        statuses = await asyncio.gather(*(self._durable_status(tenant, op) for op in rest))
+        read = dict(zip(rest, statuses, strict=True))
+        in_flight |= {op for op, status in read.items() if _may_be_in_flight(status, conversation_id)}
         late = [op for op in in_flight if op not in started]
-        await asyncio.gather(*(self.controls.look_up_soon(tenant, op, why) for op in late))
+        await asyncio.gather(*(self.controls.look_up_soon(tenant, op, why, read.get(op)) for op in late))
         return [op for op in result.tracked or result.reconcile if op in in_flight]
 
     async def _reconcile_known(
@@ -126,13 +125,23 @@ class Conversations:
             kept = await self.link.guard(lambda: kept_from_history(self.link.client, handle))
         except GatewayError:
             return set(), []
-        ops = kept.operation_ids
-        statuses = await asyncio.gather(*(self._status_if_any(tenant, op) for op in ops))
-        in_flight = [
-            op for op, status in zip(ops, statuses, strict=True) if _may_be_in_flight(status, conversation_id)
-        ]
-        await asyncio.gather(*(self.controls.look_up_soon(tenant, op, why) for op in in_flight))
-        return set(ops), in_flight
+        ops = kept.state.operation_ids
+        statuses = await asyncio.gather(*(self._durable_status(tenant, op) for op in ops))
+        in_flight = {
+            op: status
+            for op, status in zip(ops, statuses, strict=True)
+            if _may_be_in_flight(status, conversation_id)
+        }
+        await asyncio.gather(
+            *(self.controls.look_up_soon(tenant, op, why, status) for op, status in in_flight.items())
+        )
+        return set(ops), list(in_flight)
+
+    async def _durable_status(self, tenant: str | None, operation_id: str) -> ActionStatus | None:
+        """A tracked action's status as its memo holds it, read from the server alone (no query, no
+        Action); None before its first workflow task completed, when nothing of it can be in flight
+        for a lookup to resolve (a send inside that task answers its own caller), or without a start."""
+        return await unless_missing(self.link.memo_status(self.link.action(tenant, operation_id)))
 
     async def _status_if_any(self, tenant: str | None, operation_id: str) -> ActionStatus | None:
         """A tracked action's status; None when its start never happened (a crash between, or a
@@ -140,20 +149,17 @@ class Conversations:
         return await unless_missing(self.link.get(tenant, operation_id))
 
     async def _view(self, tenant: str | None, conversation_id: str) -> ConversationView | None:
-        """What the conversation keeps (None when there is none): by a query, or from its history for a
-        run that has not run a workflow task (started lazily, or terminated before its first)."""
+        """What the conversation keeps (None when there is none), read from its history: running or
+        closed, started lazily or not, nothing is asked of a worker (a query is a billed Action)."""
         handle = self.link.conversation(tenant, conversation_id)
-        try:
-            return await unless_missing(self.link.guard(lambda: handle.query(ConversationWorkflow.view)))
-        except RPCError as error:
-            if not never_ran(error):
-                raise
-        kept = await self.link.guard(lambda: kept_from_history(self.link.client, handle))
+        kept = await unless_missing(self.link.guard(lambda: kept_from_history(self.link.client, handle)))
+        if kept is None:
+            return None
         return ConversationView(
             conversation_id=conversation_id,
-            operation_ids=kept.operation_ids,
-            channels=kept.channels,
-            seq=kept.seq,
+            operation_ids=kept.state.operation_ids,
+            channels=kept.state.channels,
+            seq=kept.state.seq,
         )
 
     async def handoff(self, tenant: str | None, conversation_id: str) -> Handoff:
@@ -216,21 +222,21 @@ class Conversations:
     def _start(
         self, tenant: str | None, conversation_id: str, carried: ConversationState | None = None
     ) -> ConversationStart:
-        idle = self.link.idle_close_after
         return ConversationStart(
             tenant=tenant,
             conversation_id=conversation_id,
             carried=carried,
             revision=CURRENT_REVISION,
             continue_as_new_after=self.link.continue_as_new_after,
-            idle_close_after_s=None if idle == IDLE_CLOSE_AFTER else idle.total_seconds(),
+            # Always given: the run keeps the period it started with, whatever the settings become.
+            idle_close_after_s=self.link.idle_close_after.total_seconds(),
         )
 
     async def _in_conversation(
         self, tenant: str | None, conversation_id: str, call: Callable[[], Awaitable[T]], wait_s: float = 0.0
     ) -> T:
         """Run a call that starts the conversation unless it runs, within `wait_s` and the guard's
-        grace. A conversation closes after 30 idle days; the call is then refused (its start rejects a
+        grace. A conversation closes after its idle period; the call is then refused (its start rejects a
         duplicate id), and the conversation is reopened with everything it kept (actions, channels,
         stream log) before the call is repeated, so a channel coming back later gets the same handoff,
         not an empty one."""
@@ -240,12 +246,14 @@ class Conversations:
             if not already_started(error):
                 raise
         closed = self.link.conversation(tenant, conversation_id)
-        try:
-            kept = await self.link.guard(lambda: closed.query(ConversationWorkflow.state))
-        except RPCError as error:
-            if not never_ran(error):
-                raise
-            kept = await self.link.guard(lambda: kept_from_history(self.link.client, closed))
+        read = await self.link.guard(lambda: kept_from_history(self.link.client, closed))
+        kept = read.state
+        if not read.whole:  # the stream log of actions of an earlier release: the run's own to tell
+            try:
+                kept = await self.link.guard(lambda: closed.query(ConversationWorkflow.state))
+            except RPCError as error:
+                if not never_ran(error):  # a run terminated before its first task: its history is all
+                    raise
         kept.last_activity_at = None  # idle from the reopening on
         await self.link.guard(
             lambda: self.link.client.start_workflow(

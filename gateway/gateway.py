@@ -24,7 +24,6 @@ from settled.gateway.reach import (
     tls_without_host_check,
     why_unreachable,
 )
-from settled.workflows.conversation import IDLE_CLOSE_AFTER
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
@@ -66,8 +65,9 @@ class Gateway:
     """`eager`: a worker on this client (the API's own) runs a new action's first task. The rest are
     for tests: `continue_as_new_after` (history events after which the workflows it starts continue as
     new; None: their own limit), `idle_close_after` (how long a conversation stays open with nothing
-    new), `answer_grace_s` (how long past a caller's wait Temporal may take to answer), `clock` (what
-    time it is where the workflows run: a time-skipping test server's own)."""
+    new; None: the settings' `conversation_idle_s`), `answer_grace_s` (how long past a caller's wait
+    Temporal may take to answer), `clock` (what time it is where the workflows run: a time-skipping
+    test server's own)."""
 
     def __init__(
         self,
@@ -77,10 +77,12 @@ class Gateway:
         eager: bool = False,
         *,
         continue_as_new_after: int | None = None,
-        idle_close_after: timedelta = IDLE_CLOSE_AFTER,
+        idle_close_after: timedelta | None = None,
         answer_grace_s: float = ANSWER_GRACE_S,
         clock: Callable[[], Awaitable[datetime]] = wall_clock,
     ) -> None:
+        if idle_close_after is None:
+            idle_close_after = timedelta(seconds=settings.conversation_idle_s)
         self.link = Link(
             client, kinds, settings, answer_grace_s, continue_as_new_after, idle_close_after, clock
         )

@@ -41,6 +41,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "reopening",
             "restarts",
             "security",
+            "send_in_flight",
             "services",
             "traces",
         )

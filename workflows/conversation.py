@@ -50,9 +50,11 @@ CONTINUE_AFTER_REDACTION = "continue-after-redaction"
 EVENT_LOG_LIMIT = 1000
 EVENT_LOG_MAX_BYTES = 1024 * 1024
 CONTINUE_AS_NEW_AFTER_EVENTS = 4000
-# A conversation with nothing new for this long closes (nothing new: no channel event, no new action,
-# no change from an action of an earlier release, which keeps it open until every such one settled).
-# Closing loses nothing: the next call reopens it with what it kept.
+# A conversation with nothing new for its idle period closes (nothing new: no channel event, no new
+# action, no change from an action of an earlier release, which keeps it open until every such one
+# settled). Closing loses nothing: the next call reopens it with what it kept. The period comes with the
+# start (`idle_close_after_s`, an hour unless the API is configured otherwise); this is the period of
+# runs started before the start carried it.
 IDLE_CLOSE_AFTER = timedelta(days=30)
 
 
@@ -214,13 +216,7 @@ class ConversationWorkflow:
     @workflow.update
     def channel_event(self, event: ChannelEvent) -> ChannelEventResult:
         self._touch()
-        channel = self._state.channels.setdefault(event.channel, ChannelRecord())
-        if event.type == "channel_opened":
-            channel.state, channel.reason = "open", None
-        elif event.type == "channel_closed":
-            channel.state, channel.reason = "closed", event.reason or "closed"
-        elif channel.state == "unused":
-            channel.state = "open"  # an interruption proves the channel was in use
+        self._state.channels.setdefault(event.channel, ChannelRecord()).apply(event)
         if event.type == "channel_closed":
             return ChannelEventResult(reconcile=[])
         in_flight = [op for op, status in self._state.latest.items() if status.state in MAY_BE_IN_FLIGHT]

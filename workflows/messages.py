@@ -128,7 +128,8 @@ class ConversationStart(BaseModel):
     revision: int = Revision
     # History events after which a run continues as new; None: the workflow's own limit (tests lower it).
     continue_as_new_after: int | None = Field(default=None, ge=1)
-    # Idle time after which it closes; None: the workflow's own (30 days; tests lower it).
+    # Idle time after which it closes (the API's `SETTLED_CONVERSATION_IDLE_S`, always given since that
+    # setting); None, in runs started before it: the workflow's own 30 days.
     idle_close_after_s: float | None = Field(default=None, gt=0)
 
 
@@ -140,6 +141,16 @@ class StreamEvent(BaseModel):
 class ChannelRecord(BaseModel):
     state: str = "unused"
     reason: str | None = None
+
+    def apply(self, event: "ChannelEvent") -> None:
+        """What an event of this channel does to it: the conversation's own rule, which the gateway
+        also folds over a conversation's history to read it without a query."""
+        if event.type == "channel_opened":
+            self.state, self.reason = "open", None
+        elif event.type == "channel_closed":
+            self.state, self.reason = "closed", event.reason or "closed"
+        elif self.state == "unused":
+            self.state = "open"  # an interruption proves the channel was in use
 
 
 class ConversationState(BaseModel):

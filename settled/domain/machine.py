@@ -36,6 +36,9 @@ RECONCILE_COALESCE = timedelta(seconds=1)
 # The refusal of a repeated create from a conversation the action does not belong to: an
 # `operation_conflict` to a caller who sees the tenant, nothing at all to one who sees one conversation.
 OTHER_CONVERSATION = "other_conversation"
+# How a send's history entry begins while the send is in flight (`begin_dispatch`): every answer to it
+# moves the action on with an entry of its own.
+SENDING = "sending"
 
 
 class ControlRefused(Exception):
@@ -489,8 +492,8 @@ class ActionRecord(BaseModel):
             self.first_dispatch_at = now
         if self.state is State.UNKNOWN:
             self.checks += 1
-        again = "sending again with the same key" if self.kind.idempotency_header else "sending again"
-        note = f"{again} (attempt {self.attempts + 1})" if resend else "sending"
+        again = f"{SENDING} again with the same key" if self.kind.idempotency_header else f"{SENDING} again"
+        note = f"{again} (attempt {self.attempts + 1})" if resend else SENDING
         self._move(State.RUNNING, now, note)
 
     def queue(self, now: datetime) -> None:
@@ -917,3 +920,15 @@ class ActionRecord(BaseModel):
             channel=channel, text=text, completed=completed, state=self.state, at=now, for_state=for_state
         )
         self._touch(now)
+
+
+def send_in_flight(status: ActionStatus) -> bool:
+    """Whether a status shows a send begun and not answered yet. Its answer is what verifies it: a
+    lookup would wait for that answer anyway, so a reader can await it instead of asking for one."""
+    last = status.history[-1] if status.history else None
+    return (
+        status.state is State.RUNNING
+        and last is not None
+        and last.state is State.RUNNING
+        and last.note.startswith(SENDING)
+    )

@@ -22,6 +22,10 @@ _NAMESPACE = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 _RATE = re.compile(r"^(?P<count>\d+(?:\.\d+)?)\s*/\s*(?P<per>s|sec|second|m|min|minute|h|hour)$")
 _PERIOD_S = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
 DEFAULT_RATE_LIMIT = "200/s,burst=400"
+# A conversation closes an hour after its last event or action (its call is long over by then); at most
+# 30 days, the period conversations started before this setting keep.
+CONVERSATION_IDLE_S = 3600.0
+CONVERSATION_IDLE_MAX_S = 30 * 24 * 3600.0
 # Every variable settled reads, and those only its tests read; any other SETTLED_* is likely a typo.
 KNOWN_VARIABLES = (
     "SETTLED_TEMPORAL_ADDRESS",
@@ -38,6 +42,7 @@ KNOWN_VARIABLES = (
     "SETTLED_RATE_LIMIT",
     "SETTLED_WORKER_CACHED_WORKFLOWS",
     "SETTLED_API_WORKER",
+    "SETTLED_CONVERSATION_IDLE_S",
     # The hosted voice platforms' webhooks (docs/platforms.md); the secrets are read when a request comes.
     "SETTLED_VAPI_WAIT_S",
     "SETTLED_VAPI_HMAC_SECRET",
@@ -106,6 +111,10 @@ class Settings:
     # (and its send) runs in the API process, without a trip through the task queue. False: the API
     # only talks to Temporal, and `settled worker` processes run every task.
     api_worker: bool = True
+    # How long a conversation stays open with nothing new (no channel event, no new action) before it
+    # closes. Closing loses nothing: the next event or action reopens it with everything it kept, and a
+    # handoff reads a closed one. Each conversation keeps the period it was started with.
+    conversation_idle_s: float = CONVERSATION_IDLE_S
     # Requests per tenant (per client address without API keys); None: no limit.
     rate_limit: RateLimit | None = field(default_factory=lambda: parse_rate_limit(DEFAULT_RATE_LIMIT))
     # How long a Vapi, Retell or ElevenLabs tool call waits for the business system before the webhook answers
@@ -206,6 +215,9 @@ class Settings:
             elevenlabs_webhook_secrets=_tenant_variables(env, "SETTLED_ELEVENLABS_WEBHOOK_SECRETS", api_keys),
             mcp_wait_s=_seconds(env, "SETTLED_MCP_WAIT_S", cls.mcp_wait_s, WAIT_MAX_S),
             api_worker=_SWITCH[api_worker],
+            conversation_idle_s=_seconds(
+                env, "SETTLED_CONVERSATION_IDLE_S", cls.conversation_idle_s, CONVERSATION_IDLE_MAX_S, 1.0
+            ),
             worker_metrics_port=int(metrics_port) if metrics_port else None,
             worker_metrics_host=metrics_host,
             worker_cached_workflows=int(cached),
@@ -230,7 +242,7 @@ def _seconds(env: Mapping[str, str], name: str, default: float, most: float, lea
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and least <= seconds <= most):
-        raise SettingsError(f"{name}={text!r}: expected a number of seconds, {least:g} to {most:g}")
+        raise SettingsError(f"{name}={text!r}: expected a number of seconds, {least:.10g} to {most:.10g}")
     return seconds
 
 

@@ -3,12 +3,28 @@ with the exact params; a yes sends the request once, recorded as authorized by "
 or a dismissal sends nothing and leaves the action requested."""
 
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 
+from settled.runtime.stack import Stack
+from settled.temporal.codec import data_converter
+from settled.temporal.identity import action_workflow_id
 from tests.client.support import AsyncSandbox, new_id, refund
 from tests.mcp.support import KEY_A, Endpoint, answering, operation, text_of
 
 
-async def test_a_yes_sends_it_once(endpoint: Endpoint, truth: AsyncSandbox) -> None:
+async def _updates(stack: Stack, operation_id: str) -> list[str]:
+    """The updates the action's workflow accepted, in order."""
+    client = await Client.connect(stack.temporal_address, data_converter=data_converter({}))
+    history = await client.get_workflow_handle(action_workflow_id("tenant_a", operation_id)).fetch_history()
+    return [
+        event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+    ]
+
+
+async def test_a_yes_sends_it_once(endpoint: Endpoint, truth: AsyncSandbox, keyed_stack: Stack) -> None:
     conversation, params = new_id("conv"), refund()
     elicit, asked = answering("accept", go_ahead=True)
     async with endpoint.connect(KEY_A, conversation, elicit=elicit) as client:
@@ -20,6 +36,8 @@ async def test_a_yes_sends_it_once(endpoint: Endpoint, truth: AsyncSandbox) -> N
     assert not result.is_error and status is not None and status["state"] == "confirmed", text_of(result)
     assert any(entry["note"] == "authorized by mcp elicitation" for entry in status["log"]), status["log"]
     assert len(await truth.writes(f"tenant_a:{status['operation_id']}")) == 1
+    # The call that brings the answer (2026-07-28) reads the action it recorded: no second create.
+    assert await _updates(keyed_stack, status["operation_id"]) == ["authorize"]
 
 
 @pytest.mark.parametrize(

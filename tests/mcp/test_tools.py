@@ -6,8 +6,12 @@ from dataclasses import replace
 
 import pytest
 from mcp.shared.exceptions import MCPError
+from settled.bench.actions import billed_in_events
+from temporalio.client import Client
 
 from settled.runtime.stack import Stack, free_port
+from settled.temporal.codec import data_converter
+from settled.temporal.identity import action_workflow_id
 from tests.client.support import AsyncSandbox, new_id
 from tests.helpers import BOOKING
 from tests.mcp.conftest import app_settings, in_process, networked_endpoint
@@ -55,6 +59,35 @@ async def test_a_call_is_confirmed_once_with_its_progress(endpoint: Endpoint, tr
     assert progress and progress[-1].startswith("confirmed: "), progress
     states = [line.partition(":")[0] for line in progress]
     assert all(a != b for a, b in itertools.pairwise(states)), states  # one per state passed
+    assert len(await truth.writes(f"tenant_a:{status['operation_id']}")) == 1
+
+
+async def test_a_call_carries_its_wait_so_a_deduplicating_send_runs_inside_the_workflow_task(
+    keyed_stack: Stack, truth: AsyncSandbox
+) -> None:
+    """The tool call waits for its caller anyway; its create says so, so the booking (a deduplicating
+    kind with an authoritative lookup) is sent inside the workflow task: a local activity, no activity,
+    and one state upsert, while the progress still names each state the action passed."""
+    settings = replace(app_settings(keyed_stack), mcp_wait_s=25.0)  # longer than the kind's 20 s timeout
+    conversation = new_id("conv")
+    params = {**BOOKING, "room": new_id("room")}
+    progress: list[str] = []
+
+    async def noted(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    async with in_process(settings) as endpoint, endpoint.connect(KEY_A, conversation) as client:
+        result = await client.call_tool(KIND, params, progress_callback=noted)
+    status = result.structured_content
+    assert status is not None and status["state"] == "confirmed", text_of(result)
+    # One notification per state of its record, in order, though all were passed while the create waited.
+    passed = [state for state, _ in itertools.groupby(entry["state"] for entry in status["history"])]
+    assert [line.partition(":")[0] for line in progress] == passed, progress
+    assert passed[0] == "requested" and passed[-1] == "confirmed"
+    temporal = await Client.connect(keyed_stack.temporal_address, data_converter=data_converter({}))
+    workflow_id = action_workflow_id("tenant_a", status["operation_id"])
+    billed = billed_in_events((await temporal.get_workflow_handle(workflow_id).fetch_history()).events).counts
+    assert (billed["local activity"], billed["activity"], billed["search-attribute upsert"]) == (1, 0, 1)
     assert len(await truth.writes(f"tenant_a:{status['operation_id']}")) == 1
 
 

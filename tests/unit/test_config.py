@@ -63,6 +63,9 @@ dispatch = { method = "POST", url = "http://127.0.0.1:8100/refunds" }
         ("SETTLED_MCP_WAIT_S", "31", "0 to 30"),
         ("SETTLED_MCP_WAIT_S", "-1", "0 to 30"),
         ("SETTLED_MCP_WAIT_S", "nan", "0 to 30"),
+        ("SETTLED_CONVERSATION_IDLE_S", "hourly", "1 to 2592000"),
+        ("SETTLED_CONVERSATION_IDLE_S", "0", "1 to 2592000"),
+        ("SETTLED_CONVERSATION_IDLE_S", "2592001", "1 to 2592000"),
         ("SETTLED_RATE_LIMIT", "fast", "N/s"),
         ("SETTLED_RATE_LIMIT", "100", "N/s"),
         ("SETTLED_RATE_LIMIT", "0/s", "more than 0"),
@@ -89,6 +92,11 @@ def test_the_mcp_wait() -> None:
     assert Settings.from_env({}).mcp_wait_s == 8.0
     assert Settings.from_env({"SETTLED_MCP_WAIT_S": " 2.5 "}).mcp_wait_s == 2.5
     assert Settings.from_env({"SETTLED_MCP_WAIT_S": "0"}).mcp_wait_s == 0.0
+
+
+def test_the_conversation_idle_period() -> None:
+    assert Settings.from_env({}).conversation_idle_s == 3600.0
+    assert Settings.from_env({"SETTLED_CONVERSATION_IDLE_S": "86400"}).conversation_idle_s == 86400.0
 
 
 def test_two_encryption_keys_with_one_id_are_refused() -> None:

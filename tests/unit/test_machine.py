@@ -8,7 +8,14 @@ import pytest
 from settled.domain.canonical import earlier_params_digest
 from settled.domain.handoff import fully_presented
 from settled.domain.kinds import load_kinds
-from settled.domain.machine import OTHER_CONVERSATION, ActionRecord, ControlRefused, NewAction, Step
+from settled.domain.machine import (
+    OTHER_CONVERSATION,
+    ActionRecord,
+    ControlRefused,
+    NewAction,
+    Step,
+    send_in_flight,
+)
 from settled.domain.outcomes import CompensationOutcome, DispatchOutcome, LookupOutcome
 from settled.domain.states import State
 
@@ -553,3 +560,27 @@ def test_a_compensation_or_a_pending_redaction_keeps_a_settled_run_open() -> Non
     assert redacting.next_step(at(61)) == Step(action="wait", until=at(3601))
     redacting.tick(at(3601))
     assert redacting.params_redacted and redacting.next_step(at(3601)).action == "close"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        CONFIRMED,
+        LOST,
+        NOT_SENT,
+        REJECTED,
+        DispatchOutcome(result="pending", status_code=202, business_ref="t-1", detail="accepted"),
+    ],
+)
+def test_a_send_is_in_flight_from_its_begin_to_its_answer(answer: DispatchOutcome) -> None:
+    """What a reader may await instead of asking for a lookup: only a send begun and not answered,
+    the first or a later one (an accepted request, `running` too, is looked up until final)."""
+    action = record(authorized=True)
+    assert not send_in_flight(action.status())
+    action.begin_dispatch(at(0))
+    assert send_in_flight(action.status())
+    action.on_dispatch(answer, at(1))
+    assert not send_in_flight(action.status())
+    if action.state is State.UNKNOWN:
+        action.begin_dispatch(at(2))  # sent again with the same key
+        assert send_in_flight(action.status())

@@ -6,9 +6,11 @@ the kind and the canonical params (`SettledChannel.request`), so a repeated call
 reconnect meets the same durable action and nothing is written twice. A call waits at most
 `SETTLED_MCP_WAIT_S` for a verified outcome, reporting each state it passes to a client that sent a
 progress token; past the wait it answers that the request is not confirmed yet, and the action's
-resource (`settled://actions/{operation_id}`) tells the rest. `isError` is set only when settled
-refused the call (an unknown tool, invalid params or no conversation; the text names what is wrong):
-a failed or cancelled action is a true answer."""
+resource (`settled://actions/{operation_id}`) tells the rest. The create (and a go-ahead) carries that
+wait, as any adapter's does: with a caller waiting, a kind that can send inside the workflow task
+does (one task, no activity), and the states it passed are reported from its record. `isError` is set
+only when settled refused the call (an unknown tool, invalid params or no conversation; the text
+names what is wrong): a failed or cancelled action is a true answer."""
 
 import asyncio
 from collections.abc import Awaitable, Callable
@@ -36,7 +38,7 @@ from settled.api.edges.mcp.watch import Watch
 from settled.gateway.gateway import GatewayError
 
 from settled.client import SettledAPIError, SettledError
-from settled.domain.models import ActionStatus
+from settled.domain.models import ActionStatus, HistoryEntry
 from settled.domain.states import IN_PROGRESS, State
 
 # Refusals of the API that are the caller's to fix: the text names the field.
@@ -121,11 +123,11 @@ class Tools:
         arguments = params.arguments or {}
         wait_s: float = self.app.state.settings.mcp_wait_s
         async with edge_client(self.app, caller.api_key(self.app)) as client:
-            # A check waits on the API's reconcile; a request and a go-ahead answer at once, and the
-            # call then follows the action itself, to report each state it passes.
-            waits = wait_s if params.name == CHECK_TOOL else 0.0
+            # Every call carries the wait to the API (a check's reconcile, a request's create, a
+            # go-ahead): the workflow knows its caller waits, so a send may run inside its task. What
+            # is left of the wait then follows the action itself, to report each state it passes.
             channel = SettledChannel(
-                client, caller.conversation_id, list(kinds.values()), channel="text", wait_s=waits
+                client, caller.conversation_id, list(kinds.values()), channel="text", wait_s=wait_s
             )
             try:
                 if params.name == CHECK_TOOL:
@@ -134,8 +136,9 @@ class Tools:
                     operation_id = arguments.get("operation_id")
                     if not isinstance(operation_id, str) or not operation_id:
                         return refused("Not authorized: operation_id (op_...) is required. Nothing was sent.")
+                    waited = _Waited(wait_s)
                     status = await channel.authorize(operation_id)
-                    return await self._outcome(ctx, caller, channel, status, wait_s)
+                    return await self._outcome(ctx, caller, channel, status, waited.left())
                 return await self._request(ctx, params, caller, channel, kinds[params.name], wait_s)
             except SettledAPIError as error:
                 if error.code in _REFUSED:
@@ -160,17 +163,20 @@ class Tools:
         kind: ActionKind,
         wait_s: float,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        status = await channel.request(kind.name, params.arguments or {})
+        waited = _Waited(wait_s)
+        arguments = params.arguments or {}
+        status = await _asked_already(channel, kind, params) or await channel.request(kind.name, arguments)
         lead = ""
         if status.state is State.REQUESTED and not status.authorized and go_ahead.can_ask(ctx):
             answer = await go_ahead.ask(ctx, params, kind, status)
             if isinstance(answer, types.InputRequiredResult):
                 return answer
             if answer is go_ahead.Answer.YES:
-                status = await channel.client.authorize(status.operation_id, by=go_ahead.BY)
+                waited = _Waited(wait_s)  # the person answered: the wait for the send starts now
+                status = await channel.client.authorize(status.operation_id, by=go_ahead.BY, wait=wait_s)
             else:
                 lead = go_ahead.NOT_GIVEN[answer] + " "
-        return await self._outcome(ctx, caller, channel, status, wait_s, lead)
+        return await self._outcome(ctx, caller, channel, status, waited.left(), lead)
 
     async def _outcome(
         self,
@@ -189,14 +195,21 @@ class Tools:
         self, ctx: ServerRequestContext[Any, Any], caller: Caller, status: ActionStatus, wait_s: float
     ) -> ActionStatus:
         """The status once it is out of requested/running (or waits on the caller's go-ahead), or as it
-        is when the wait ends; a progress notification for each state passed (a no-op without a token)."""
+        is when the wait ends; a progress notification for each state passed (a no-op without a token):
+        those the answered status passed while the call that carried the wait waited, from its record,
+        then each one the action passes while it is followed."""
         passed = 0
 
-        async def report(state: ActionStatus) -> None:
+        async def note(message: str) -> None:
             nonlocal passed
             passed += 1
-            await ctx.session.report_progress(passed, None, f"{state.state.value}: {state.say}")
+            await ctx.session.report_progress(passed, None, message)
 
+        async def report(state: ActionStatus) -> None:
+            await note(f"{state.state.value}: {state.say}")
+
+        for entry in _passed_before(status):
+            await note(f"{entry.state.value}: {entry.note}")
         await report(status)
         if not _waiting(status):
             return status
@@ -232,6 +245,49 @@ class Tools:
         except TimeoutError:
             pass
         return status
+
+
+async def _asked_already(
+    channel: SettledChannel, kind: ActionKind, params: types.CallToolRequestParams
+) -> ActionStatus | None:
+    """In the call that brings the answer to the go-ahead question (2026-07-28: the client calls the
+    tool again), the action the first call recorded, read (a status read costs no Temporal Action)
+    rather than created again (an update and a signal); None where it is not that action, waiting for
+    its go-ahead in this conversation, and the call then creates or meets it as any call does."""
+    if go_ahead.GO_AHEAD not in (params.input_responses or {}):
+        return None
+    operation_id = channel.operation_ids(channel.conversation_id, kind.kind, params.arguments or {}, 1)
+    try:
+        status = await channel.client.get(operation_id)
+    except SettledAPIError as error:
+        if error.code == "not_found":
+            return None
+        raise
+    mine = status.conversation_id == channel.conversation_id and status.kind == kind.kind
+    return status if mine and status.state is State.REQUESTED and not status.authorized else None
+
+
+class _Waited:
+    """What is left of a tool call's wait, from the call that carried it."""
+
+    def __init__(self, wait_s: float) -> None:
+        self._ends = asyncio.get_running_loop().time() + wait_s
+
+    def left(self) -> float:
+        return max(0.0, self._ends - asyncio.get_running_loop().time())
+
+
+def _passed_before(status: ActionStatus) -> list[HistoryEntry]:
+    """The states the action passed before its current one, oldest first, one entry per state."""
+    passed: list[HistoryEntry] = []
+    for entry in status.history:
+        if passed and passed[-1].state is entry.state:
+            passed[-1] = entry
+        else:
+            passed.append(entry)
+    if passed and passed[-1].state is status.state:
+        passed.pop()
+    return passed
 
 
 def _waiting(status: ActionStatus) -> bool:
