@@ -1,5 +1,5 @@
-"""An action's durable changes, read from its own history: what the creating call waits on and what
-the stream follows, with nothing asked of a worker.
+"""An action's durable changes, read from its own history: what the creating call and a control's
+waiting caller wait on and what the stream follows, with nothing asked of a worker.
 
 Each workflow task in which an action's record changed upserts its memo with the status (and, since
 `QUIET_REVISION`, the record's version). A change's number is that version plus one, so that 0 means
@@ -8,6 +8,7 @@ written, and costs nothing while nothing changes.
 """
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -37,6 +38,8 @@ TAKEN = (
 # How often an action that does not exist yet is looked for (tracked by its conversation before its
 # start is recorded), at first and at most.
 NOT_STARTED_POLL_S = (0.2, 10.0)
+# How often a wait on an action's status also reads its memo, beside the long poll of its history.
+RECHECK_S = 1.0
 # How often a settled action whose run closed is looked at while late controls may open it again, at
 # first and at most (a describe each: no worker, no Action).
 CLOSED_POLL_S = (0.5, 5.0)
@@ -179,3 +182,63 @@ async def action_changes(
         # Read to its end: describe tells whether it continued as new (a newer run) or ended. A run
         # that was running is read once more once closed (what a long poll gave is not taken as all).
         read_run = None if running else described.run_id
+
+
+async def awaited(
+    client: Client,
+    handle: WorkflowHandle[object, ActionStatus],
+    ready: Callable[[ActionStatus], bool],
+    wait_s: float,
+    latest: ActionStatus,
+    now: tuple[int, ActionStatus] | None = None,
+) -> ActionStatus:
+    """The action's status once `ready` holds for it, or as it is when the wait (`wait_s`) ends: how a
+    caller who waits for an outcome is served without a timer in the workflow. `latest` is the status
+    the caller holds; `now` a read of the memo just made (made here when None). The changes after it
+    are followed by a long poll of the history, which costs no Action, with a slower read of the memo
+    beside it for a server whose long poll answers late (Temporal's time-skipping test server answers
+    once the run closes); a wait that ends unanswered reads the memo once more, so its caller hears the
+    status as it is then."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+
+    def note(status: ActionStatus) -> bool:
+        nonlocal latest
+        if status.updated_at >= latest.updated_at:
+            latest = status
+        return ready(latest)
+
+    if now is None:
+        _, now = await current(handle)
+        if now is None:
+            return latest
+    if note(now[1]) or wait_s <= 0:
+        return latest
+    number = now[0]
+
+    async def follow() -> None:
+        async with contextlib.aclosing(action_changes(client, handle, number)) as changes:
+            async for _, status in changes:
+                if note(status):
+                    return
+
+    async def recheck() -> None:
+        while True:
+            await asyncio.sleep(RECHECK_S)
+            _, read = await current(handle)
+            if read is not None and note(read[1]):
+                return
+
+    watchers = [asyncio.ensure_future(follow()), asyncio.ensure_future(recheck())]
+    try:
+        done, _ = await asyncio.wait(watchers, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+        for watcher in done:
+            watcher.result()  # a failure to read is the caller's to hear, not a status
+    finally:
+        for watcher in watchers:
+            watcher.cancel()
+    if not ready(latest) and loop.time() >= deadline:
+        _, read = await current(handle)
+        if read is not None:
+            note(read[1])
+    return latest

@@ -5,17 +5,22 @@ a settled action whose run has closed, within its window of late controls, is ch
 record that run closed with and, where it changes something, opens the action again
 (`settled.gateway.reopening`).
 
+A caller who waits (`wait_s`) for a control's outcome is answered by the update at once (runs since
+`CLOSING_REVISION`: a wait in the workflow would start a timer, a billed Action) and awaits the outcome
+by following the action's history (`settled.gateway.changes.awaited`, no Action), each control with
+its own rule of when the outcome is in (`ready`); runs of earlier revisions still wait in their update,
+and the follow-up then finds the outcome in, or the wait spent.
+
 A lookup of an action whose send is in flight waits for that send's answer (nothing can be concluded
-before it): a reconcile then awaits the answer by a long poll of the action's history, which costs no
-Action, and sends its update only if the answer leaves the action unverified."""
+before it): a reconcile then awaits the answer the same way, and sends its update only if the answer
+leaves the action unverified."""
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from settled.gateway.changes import action_changes, current
+from settled.gateway.changes import awaited, current
 from settled.gateway.errors import NOT_FOUND, GatewayError, unless_missing
 from settled.gateway.link import ActionHandle, Link
 from settled.gateway.reopening import Check, Reopening
@@ -30,12 +35,43 @@ from settled.domain.states import IN_PROGRESS, MAY_BE_IN_FLIGHT, SETTLED, State
 
 # A status read costs the server alone (the memo), so a no-op control's wait can look often.
 NOOP_WAIT_POLL_S = 0.02
-# How often a reconcile awaiting a send's answer also reads the memo, for a server whose long poll of
-# the history answers late (Temporal's time-skipping test server answers once the run closes).
-SEND_RECHECK_S = 1.0
 # What a control on an action whose workflow has closed for good (past its window of late controls,
 # or of a revision before actions were opened again) answers.
 CLOSED_ANSWER = {"amend": "not_amendable", "cancel": "cannot_cancel", "presented": "not_amendable"}
+
+
+# When a waiting caller's outcome is in, given the status the control's update answered and one read
+# since: the rule each control's update waited on in runs before CLOSING_REVISION.
+Ready = Callable[[ActionStatus, ActionStatus], bool]
+
+
+def verified(_: ActionStatus, status: ActionStatus) -> bool:
+    """Out of requested/running (an authorize's rule, and a create's)."""
+    return status.state not in IN_PROGRESS
+
+
+def resolved(_: ActionStatus, status: ActionStatus) -> bool:
+    """A cancel's: cancelled or failed, or confirmed with no reversal under way (`compensating`)."""
+    return status.state in (State.CANCELLED, State.FAILED) or (
+        status.state is State.CONFIRMED and not status.compensating
+    )
+
+
+def looked_up(answered: ActionStatus, status: ActionStatus) -> bool:
+    """A reconcile's: out of running/unknown, or a lookup answered since the reconcile (a `lookup` entry
+    in the log after the last one the update answered with: every lookup answered leaves one, and only
+    a lookup answered or the action settled ends a lookup request of a kind that has one). The update
+    of a kind without a lookup still waits in the workflow (there a request may also end unrecorded),
+    and its answer is the outcome."""
+    if status.state not in MAY_BE_IN_FLIGHT:
+        return True
+    last = answered.log[-1] if answered.log else None
+    since = status.log
+    for index in range(len(status.log) - 1, -1, -1):
+        if status.log[index] == last:
+            since = status.log[index + 1 :]
+            break
+    return any(entry.event == "lookup" for entry in since)
 
 
 def _checked(check: Callable[[ActionRecord, datetime], None]) -> Check:
@@ -68,7 +104,7 @@ class Controls:
         request = Authorize(by=by, wait_s=wait_s)
         check = _checked(lambda record, _: record.check_authorize())
         return await self._control(
-            tenant, operation_id, "authorize", ActionWorkflow.authorize, request, check
+            tenant, operation_id, "authorize", ActionWorkflow.authorize, request, check, verified
         )
 
     async def amend(self, tenant: str | None, operation_id: str, params: dict[str, Any]) -> ActionStatus:
@@ -91,62 +127,37 @@ class Controls:
     ) -> ActionStatus:
         request = Cancel(by=by, reason=reason, wait_s=wait_s)
         check = _checked(lambda record, _: record.check_cancel())
-        return await self._control(tenant, operation_id, "cancel", ActionWorkflow.cancel, request, check)
+        return await self._control(
+            tenant, operation_id, "cancel", ActionWorkflow.cancel, request, check, resolved
+        )
 
     async def reconcile(self, tenant: str | None, operation_id: str, wait_s: float, why: str) -> ActionStatus:
         """Look the operation up now. While its send is in flight, a caller who waits is answered the
         send's answer, awaited without an update; the lookup is asked for only if the action is still
         unverified then (what is left of the wait goes to it)."""
+        ready: Ready | None = None
         if wait_s > 0:
             deadline = asyncio.get_running_loop().time() + wait_s
             handle = self.link.action(tenant, operation_id)
             _, now = await self.link.guard(lambda: current(handle))
             if now is not None and send_in_flight(now[1]):
-                status = await self.link.guard(lambda: self._answered_send(handle, now, wait_s), wait_s)
+                status = await self.link.guard(
+                    lambda: awaited(
+                        self.link.client, handle, lambda read: not send_in_flight(read), wait_s, now[1], now
+                    ),
+                    wait_s,
+                )
                 wait_s = max(0.0, deadline - asyncio.get_running_loop().time())
                 if send_in_flight(status) or status.state not in MAY_BE_IN_FLIGHT:
                     return status  # still in flight at the end of the wait, or verified
+            kind = self.link.kinds.get(now[1].kind) if now is not None else None
+            if kind is not None and kind.has_lookup:
+                ready = looked_up  # a kind without one waits in its update (`looked_up`)
         request = Reconcile(why=why, wait_s=wait_s)
         check = _checked(lambda record, now: record.check_reconcile(now))
         return await self._control(
-            tenant, operation_id, "reconcile", ActionWorkflow.reconcile, request, check
+            tenant, operation_id, "reconcile", ActionWorkflow.reconcile, request, check, ready
         )
-
-    async def _answered_send(
-        self, handle: ActionHandle, now: tuple[int, ActionStatus], wait_s: float
-    ) -> ActionStatus:
-        """The status once the send in flight in `now` is answered, or as it is when the wait ends:
-        followed by a long poll of the history, and a slower read of the memo beside it."""
-        number, latest = now
-
-        def note(status: ActionStatus) -> bool:
-            nonlocal latest
-            if status.updated_at >= latest.updated_at:
-                latest = status
-            return not send_in_flight(latest)
-
-        async def follow() -> None:
-            async with contextlib.aclosing(action_changes(self.link.client, handle, number)) as changes:
-                async for _, status in changes:
-                    if note(status):
-                        return
-
-        async def recheck() -> None:
-            while True:
-                await asyncio.sleep(SEND_RECHECK_S)
-                _, read = await current(handle)
-                if read is not None and note(read[1]):
-                    return
-
-        watchers = [asyncio.ensure_future(follow()), asyncio.ensure_future(recheck())]
-        try:
-            done, _ = await asyncio.wait(watchers, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
-            for watcher in done:
-                watcher.result()  # a failure to read is the caller's to hear, not a status
-        finally:
-            for watcher in watchers:
-                watcher.cancel()
-        return latest
 
     async def presented(self, tenant: str | None, operation_id: str, body: PresentedBody) -> ActionStatus:
         request = Present.model_validate(body.model_dump())
@@ -176,11 +187,20 @@ class Controls:
         )
 
     async def _control(
-        self, tenant: str | None, operation_id: str, name: str, update: Any, arg: Any, check: Check
+        self,
+        tenant: str | None,
+        operation_id: str,
+        name: str,
+        update: Any,
+        arg: Any,
+        check: Check,
+        ready: Ready | None = None,
     ) -> ActionStatus:
-        """Send the control; `check` is its validator's check, for a record whose run has closed."""
+        """Send the control; `check` is its validator's check, for a record whose run has closed. A
+        caller who waits is then answered once `ready` holds, or at the end of the wait."""
         handle = self.link.action(tenant, operation_id)
         wait_s = getattr(arg, "wait_s", 0.0)
+        deadline = asyncio.get_running_loop().time() + wait_s
 
         async def send() -> ActionStatus:
             return await self.link.guard(lambda: handle.execute_update(update, arg), wait_s)
@@ -201,6 +221,16 @@ class Controls:
                 # Nothing to change, but a caller who asked to wait still gets the verified outcome.
                 return await self._await_verified(tenant, operation_id, wait_s)
             raise
+        left_s = deadline - asyncio.get_running_loop().time()
+        if ready is not None and left_s > 0 and not ready(status, status):
+            answered = status
+
+            def outcome_in(read: ActionStatus) -> bool:
+                return ready(answered, read)
+
+            status = await self.link.guard(
+                lambda: awaited(self.link.client, handle, outcome_in, left_s, answered), left_s
+            )
         return await self.link.maybe_taken(handle, status)
 
     async def _closed(

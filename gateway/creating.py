@@ -10,7 +10,7 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any
 
-from settled.gateway.changes import current, snapshot
+from settled.gateway.changes import awaited, current, snapshot
 from settled.gateway.conversations import Conversations
 from settled.gateway.errors import NOT_FOUND, GatewayError, already_started
 from settled.gateway.link import ActionHandle, Link, finishing
@@ -171,7 +171,17 @@ class Creating:
         finally:
             self._eager_under_way -= eager
         await tracking
-        return registered.created, registered.status
+        status = registered.status
+        if status.state in IN_PROGRESS and left() > 0:
+            # The update answers at once (no timer): the outcome is awaited in the run's history.
+            answered, left_s = status, left()
+            status = await link.guard(
+                lambda: awaited(
+                    link.client, handle, lambda read: read.state not in IN_PROGRESS, left_s, answered
+                ),
+                left_s,
+            )
+        return registered.created, status
 
     async def _answer(self, handle: ActionHandle, left_s: float, recorded: ActionStatus) -> ActionStatus:
         """What the creating call is answered: the status the new run keeps in its memo, once it is out

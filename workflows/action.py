@@ -106,6 +106,8 @@ class ActionWorkflow:
         self._lean = start.revision >= LEAN_REVISION
         # Earlier runs signal their conversation on every change; quiet ones are read where they are.
         self._signals_conversation = start.revision < QUIET_REVISION
+        # Runs of CLOSING_REVISION answer a control at once (no timer): the gateway awaits the outcome.
+        self._answers_at_once = start.revision >= CLOSING_REVISION
         # Started by the creating call itself (eagerly, without an update), it registers that call.
         creating = start.creating_wait_s is not None
         self._record = start.carried or ActionRecord.started(start.new, workflow.now(), registered=creating)
@@ -496,9 +498,15 @@ class ActionWorkflow:
 
     # -- controls ------------------------------------------------------------------------------
 
-    async def _answer_after(self, ready: Callable[[], bool], wait_s: float) -> ActionStatus:
+    async def _answer_after(
+        self, ready: Callable[[], bool], wait_s: float, waits_here: bool = False
+    ) -> ActionStatus:
+        """The status once `ready`, or at the end of the caller's wait. Runs of CLOSING_REVISION answer at
+        once: a wait here would start a timer (a billed Action) even for an outcome that comes in this
+        same task, so the gateway awaits the outcome by following the history instead (free). Unless
+        `waits_here`: an outcome the history cannot show."""
         self._changed()
-        if wait_s > 0 and not ready():
+        if wait_s > 0 and (waits_here or not self._answers_at_once) and not ready():
             with suppress(TimeoutError):
                 await workflow.wait_condition(ready, timeout=wait_s)
         return self._record.status()
@@ -578,7 +586,8 @@ class ActionWorkflow:
                 or not record.lookup_requested
             )
 
-        return await self._answer_after(answered, request.wait_s)
+        # Without a lookup, a request may end unrecorded (nothing can verify it): waited for here.
+        return await self._answer_after(answered, request.wait_s, waits_here=not record.kind.has_lookup)
 
     @reconcile.validator
     def _check_reconcile(self, request: Reconcile) -> None:

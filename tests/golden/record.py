@@ -50,7 +50,9 @@ HERE = Path(__file__).parent
 # answer: `unknown`, then confirmed by the usual lookup) and a settled action's run closes after its
 # linger, a late control opening it again (CLOSING_REVISION): `golden10-lingered` (a booking's run
 # that settled, lingered and closed with its record) and `golden10-reopened` (the run a late cancel
-# opened from it, which reversed the booking and closed again).
+# opened from it, which reversed the booking and closed again). Since CLOSING_REVISION too, a control
+# that waits for its outcome is answered at once and its caller awaits the outcome in the history:
+# golden10's waiting cancels start no timer of their own.
 GENERATION = "golden10"
 CONVERSATION = f"{GENERATION}-conversation"
 LAZY_CONVERSATION = f"{GENERATION}-lazy-conversation"

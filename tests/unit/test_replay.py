@@ -281,3 +281,25 @@ def test_a_settled_run_closed_with_its_record_and_a_late_cancel_opened_it_again(
     assert _activities("golden10-reopened") == ["compensate"]
     assert _event_kinds("golden10-reopened")[-1] == "WORKFLOW_EXECUTION_COMPLETED"
     assert "WORKFLOW_EXECUTION_COMPLETED" not in _event_kinds("golden8-normal")
+
+
+def _timers(name: str) -> list[str]:
+    """How long each timer a history started was set for."""
+    events = json.loads((GOLDEN / f"{name}.json").read_text())["events"]
+    return [
+        event["timerStartedEventAttributes"]["startToFireTimeout"]
+        for event in events
+        if event["eventType"] == "EVENT_TYPE_TIMER_STARTED"
+    ]
+
+
+def test_a_control_that_waits_starts_no_timer_since_the_closing_revision() -> None:
+    """A cancel that waits 10 s for its outcome: golden9-queued-cancelled's update waited in the
+    workflow (a 10 s timer, cancelled once the send was taken back); golden10's answered at once and
+    its caller awaited the outcome in the history, so its one timer is the action's own deadline. The
+    late cancel that opened golden10-reopened (waiting too) left only the linger's timer. Both
+    generations replay above."""
+    assert _timers("golden9-queued-cancelled") == ["10s", "3600s"]
+    assert _timers("golden10-queued-cancelled") == ["3600s"]
+    [linger] = _timers("golden10-reopened")
+    assert float(linger.removesuffix("s")) <= 2.0
