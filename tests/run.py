@@ -44,6 +44,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "send_in_flight",
             "services",
             "traces",
+            "waits",
         )
     ),
     "servers": ("adapters", "platforms", "reach", "services"),
