@@ -57,14 +57,20 @@ class Creating:
         self._eager_under_way = 0
 
     async def create(
-        self, tenant: str | None, body: CreateAction, wait_s: float, one_conversation: bool = False
+        self,
+        tenant: str | None,
+        body: CreateAction,
+        wait_s: float,
+        one_conversation: bool = False,
+        reports_heard: bool = True,
     ) -> tuple[bool, ActionStatus]:
         """(created, status). Nothing is recorded unless the kind and params are valid. A repeat of an
         operation id from another conversation is refused before the action's history is touched, with
         nothing of that action: an `operation_conflict`, or, to a caller who sees its conversation
-        alone (`one_conversation`: a conversation token), the `not_found` a read would answer."""
+        alone (`one_conversation`: a conversation token), the `not_found` a read would answer.
+        `reports_heard`: the caller will report what the person heard (`NewAction.reports_heard`)."""
         try:
-            return await self._create(tenant, body, wait_s)
+            return await self._create(tenant, body, wait_s, reports_heard)
         except GatewayError as error:
             if error.code != OTHER_CONVERSATION:
                 raise
@@ -73,7 +79,7 @@ class Creating:
             raise GatewayError("operation_conflict", error.message) from None
 
     async def _create(
-        self, tenant: str | None, body: CreateAction, wait_s: float
+        self, tenant: str | None, body: CreateAction, wait_s: float, reports_heard: bool
     ) -> tuple[bool, ActionStatus]:
         link = self.link
         kind = link.kinds.get(body.kind)
@@ -95,6 +101,7 @@ class Creating:
             params=body.params,
             authorized=body.authorized,
             authorized_by=body.authorized_by,
+            reports_heard=reports_heard,
         )
         register = Register(
             kind=kind.name, params=body.params, conversation_id=body.conversation_id, wait_s=wait_s

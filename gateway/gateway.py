@@ -98,11 +98,16 @@ class Gateway:
     # -- actions -------------------------------------------------------------------------------
 
     async def create(
-        self, tenant: str | None, body: CreateAction, wait_s: float, one_conversation: bool = False
+        self,
+        tenant: str | None,
+        body: CreateAction,
+        wait_s: float,
+        one_conversation: bool = False,
+        reports_heard: bool = True,
     ) -> tuple[bool, ActionStatus]:
         """(created, status). Nothing is recorded unless the kind and params are valid; an operation
         id of another conversation is refused (`Creating.create`)."""
-        return await self.creating.create(tenant, body, wait_s, one_conversation)
+        return await self.creating.create(tenant, body, wait_s, one_conversation, reports_heard)
 
     async def get(self, tenant: str | None, operation_id: str) -> ActionStatus:
         return await self.link.get(tenant, operation_id)

@@ -127,6 +127,7 @@ class SettledClient:
         retries: int = 3,
         backoff_s: float = 0.2,
         http: httpx.AsyncClient | None = None,
+        reports_heard: bool = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._owns_http = http is None
@@ -135,6 +136,9 @@ class SettledClient:
         self._timeout_s = timeout_s
         self._retries = retries
         self._backoff_s = backoff_s
+        # False for a door that never reports what the person heard: its actions close once settled
+        # instead of lingering for a `presented` (the create's `reports_heard=false`).
+        self._reports_heard = reports_heard
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -173,7 +177,8 @@ class SettledClient:
         }
         if authorized_by is not None:
             body["authorized_by"] = authorized_by
-        response = await self._send("POST", "/v1/actions", body, wait=wait, idempotent=True)
+        query = None if self._reports_heard else {"reports_heard": "false"}
+        response = await self._send("POST", "/v1/actions", body, wait=wait, query=query, idempotent=True)
         return CreatedAction.model_validate({**response.json(), "created": response.status_code == 201})
 
     async def get(self, operation_id: str) -> ActionStatus:
@@ -338,9 +343,12 @@ class SettledClient:
         body: dict[str, Any] | None = None,
         *,
         wait: float | None = None,
+        query: dict[str, str] | None = None,
         idempotent: bool,
     ) -> httpx.Response:
-        params = {"wait": wait} if wait is not None else None
+        params: dict[str, str | float] = {**(query or {})}
+        if wait is not None:
+            params["wait"] = wait
         timeout = self._timeout_s + (wait or 0) + (_WAIT_SLACK_S if wait else 0)
         headers = _trace_headers() or {}
         content = None
@@ -354,7 +362,7 @@ class SettledClient:
 
         async def once() -> httpx.Response:
             return await self._http.request(
-                method, path, content=content, params=params, timeout=timeout, headers=headers
+                method, path, content=content, params=params or None, timeout=timeout, headers=headers
             )
 
         response = await self._retrying(once, idempotent)

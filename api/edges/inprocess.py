@@ -19,10 +19,12 @@ IN_PROCESS_URL = "http://settled.in-process"
 @asynccontextmanager
 async def edge_client(app: FastAPI, api_key: str | None) -> AsyncIterator[SettledClient]:
     """A client of this app, calling it in-process with `api_key` as its Bearer credential, for the
-    length of one edge request. No retries: nothing in between can drop a request."""
+    length of one edge request. No retries: nothing in between can drop a request. An edge never
+    learns what the person heard (a platform's messages do not say it; an MCP client's model sees
+    the answer, not the person), so the actions it creates do not linger for it."""
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url=IN_PROCESS_URL) as http:
-        yield SettledClient(IN_PROCESS_URL, api_key, http=http, retries=0)
+        yield SettledClient(IN_PROCESS_URL, api_key, http=http, retries=0, reports_heard=False)
 
 
 def offered_kinds(app: FastAPI) -> list[ActionKind]:

@@ -3,6 +3,7 @@
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
+from pydantic import BeforeValidator
 from settled.api.deps import CallerDep, GatewayDep, TenantDep
 from settled.api.strict import StrictJsonRoute, valid_path_ids
 
@@ -32,13 +33,32 @@ WaitS = Annotated[
 ]
 
 
+def _true_or_false(value: object) -> object:
+    """A boolean query value is written `true` or `false`; `1`, `yes` or `on` is refused."""
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError("must be true or false")
+
+
+ReportsHeard = Annotated[
+    bool,
+    BeforeValidator(_true_or_false),
+    Query(description="false: the caller never reports what was heard (no `presented` follows)"),
+]
+
+
 @router.post("", response_model=ActionStatus, status_code=201, responses={200: {"model": ActionStatus}})
 async def create_action(
-    body: CreateAction, response: Response, caller: CallerDep, gateway: GatewayDep, wait: WaitS = 0
+    body: CreateAction,
+    response: Response,
+    caller: CallerDep,
+    gateway: GatewayDep,
+    wait: WaitS = 0,
+    reports_heard: ReportsHeard = True,
 ) -> ActionStatus:
     caller.may_use(body.conversation_id)
     one_conversation = caller.conversation_id is not None
-    created, status = await gateway.create(caller.tenant, body, wait, one_conversation)
+    created, status = await gateway.create(caller.tenant, body, wait, one_conversation, reports_heard)
     if not created:
         response.status_code = 200
     return answered(status)

@@ -69,6 +69,9 @@ class NewAction(BaseModel):
     params: dict[str, Any]
     authorized: bool = False
     authorized_by: str | None = None
+    # The creating caller reports what the person heard (a `presented` after speaking the outcome).
+    # False for a door that never can (a platform's webhook, MCP): no linger waits for that report.
+    reports_heard: bool = True
 
 
 class ActionRecord(BaseModel):
@@ -153,6 +156,9 @@ class ActionRecord(BaseModel):
     closes_when_settled: bool = False
     # When a late control last opened the closed action again: its run lingers from here.
     reopened_at: datetime | None = None
+    # From `NewAction.reports_heard`: False, a run that closes when settled does not linger for a
+    # `presented` that will never come (a late one still opens it again). True in every earlier record.
+    reports_heard: bool = True
 
     # -- creation and status -------------------------------------------------------------------
 
@@ -169,6 +175,7 @@ class ActionRecord(BaseModel):
             params=new.params,
             authorized=authorized,
             authorized_by=new.authorized_by if new.authorized else None,
+            reports_heard=new.reports_heard,
             created_at=now,
             updated_at=now,
         )
@@ -302,14 +309,19 @@ class ActionRecord(BaseModel):
     def _close_at(self) -> datetime:
         """When a settled action's run closes: at the end of its window of late controls, or, for a run
         that closes when settled, a fixed linger after it settled (or was opened again), which a control
-        does not move. Params due to be redacted within the window keep it open until they are (then
-        it closes, its memo and its record without them); it never outlasts the window."""
+        does not move. A creating caller that never reports what was heard gets no linger after the
+        settling (a run opened again lingers as any other). Params due to be redacted within the window
+        keep it open until they are (then it closes, its memo and its record without them); it never
+        outlasts the window."""
         window_ends = self.late_controls_until()
         if not self.closes_when_settled:
             return window_ends
         assert self.settled_at is not None
         lingers_from = max(self.settled_at, self.reopened_at or self.settled_at)
-        close_at = lingers_from + timedelta(seconds=self.kind.close_after_settled_s)
+        linger_s = self.kind.close_after_settled_s
+        if not self.reports_heard and self.reopened_at is None:
+            linger_s = 0.0
+        close_at = lingers_from + timedelta(seconds=linger_s)
         redact_at = self._redact_at()
         if redact_at is not None and not self.params_redacted:
             close_at = max(close_at, redact_at)

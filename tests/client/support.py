@@ -9,10 +9,30 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
+from settled.bench.actions import Billed, billed_in_history
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from settled.client import SettledClient
 
 T = TypeVar("T")
+
+
+async def closed_run_billed(temporal_address: str, workflow_id: str, timeout_s: float = 45.0) -> Billed:
+    """Wait until the workflow's latest run has closed, then count the Actions of its every run from
+    their histories, as the bench counts them."""
+    client = await Client.connect(temporal_address)
+    handle = client.get_workflow_handle(workflow_id)
+
+    async def closed() -> bool:
+        return (await handle.describe()).status is WorkflowExecutionStatus.COMPLETED
+
+    await eventually(closed, timeout_s=timeout_s, what=f"{workflow_id}'s run to close")
+    return await billed_in_history(client, workflow_id)
+
+
+async def billed(temporal_address: str, workflow_id: str) -> Billed:
+    """The Actions of the workflow's every run so far, from their histories."""
+    return await billed_in_history(await Client.connect(temporal_address), workflow_id)
 
 
 def new_id(prefix: str = "op") -> str:

@@ -474,3 +474,13 @@ def test_refused_creates_leave_no_workflow_in_settled_list(
     assert [row["operation_id"] for row in rows] == [witness]
     for body in refused:
         assert sandbox.requests(body["operation_id"]) == []
+
+
+@pytest.mark.parametrize("value", ["yes", "no", "1", "0", "True", "on", ""])
+def test_reports_heard_is_true_or_false_else_a_422_naming_it(
+    api: httpx.Client, sandbox: Sandbox, value: str
+) -> None:
+    op, conversation = new_id(), new_id("conv")
+    response = api.post("/v1/actions", json=_body(op, conversation), params={"reports_heard": value})
+    _error(response, 422, "invalid_request", "reports_heard")
+    _nothing_recorded(api, sandbox, op, conversation)

@@ -12,7 +12,7 @@ from temporalio.client import Client
 from settled.runtime.stack import Stack, free_port
 from settled.temporal.codec import data_converter
 from settled.temporal.identity import action_workflow_id
-from tests.client.support import AsyncSandbox, new_id
+from tests.client.support import AsyncSandbox, closed_run_billed, new_id
 from tests.helpers import BOOKING
 from tests.mcp.conftest import app_settings, in_process, networked_endpoint
 from tests.mcp.support import KEY_A, Endpoint, operation, text_of
@@ -88,6 +88,22 @@ async def test_a_call_carries_its_wait_so_a_deduplicating_send_runs_inside_the_w
     workflow_id = action_workflow_id("tenant_a", status["operation_id"])
     billed = billed_in_events((await temporal.get_workflow_handle(workflow_id).fetch_history()).events).counts
     assert (billed["local activity"], billed["activity"], billed["search-attribute upsert"]) == (1, 0, 1)
+    assert len(await truth.writes(f"tenant_a:{status['operation_id']}")) == 1
+
+
+async def test_a_confirmed_calls_run_closes_at_once_with_no_timer(
+    keyed_stack: Stack, truth: AsyncSandbox
+) -> None:
+    """An MCP client's model sees the answer, never the person, so no `presented` follows: the action
+    does not linger for one, and its run closes in the task it is confirmed in (no timer)."""
+    conversation, params = new_id("conv"), {**BOOKING, "room": new_id("room")}
+    async with networked_endpoint(keyed_stack, "2026").connect(KEY_A, conversation) as client:
+        result = await client.call_tool(KIND, params)
+    status = result.structured_content
+    assert status is not None and status["state"] == "confirmed", text_of(result)
+    workflow_id = action_workflow_id("tenant_a", status["operation_id"])
+    closed = await closed_run_billed(keyed_stack.temporal_address, workflow_id)
+    assert (closed.counts["workflow started"], closed.counts["timer"]) == (1, 0), closed.counts
     assert len(await truth.writes(f"tenant_a:{status['operation_id']}")) == 1
 
 

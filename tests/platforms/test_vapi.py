@@ -1,6 +1,7 @@
 """Vapi's Server URL (`POST /v1/platforms/vapi`) on a running stack, with Vapi's own message types: each
 case is judged by the sandbox business service's records, not by what the answer says."""
 
+import asyncio
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -9,6 +10,8 @@ import httpx
 import pytest
 
 from settled.runtime.stack import Stack
+from settled.temporal.identity import action_workflow_id
+from tests.client.support import closed_run_billed
 from tests.helpers import BOOKING, REFUND, Sandbox, new_id, wait_for, wait_state
 from tests.platforms.conftest import ACME_KEY, GLOBEX_KEY, KIND, RETURN_SLACK_S, VAPI_HMAC_SECRET, WAIT_S
 from tests.platforms.history import channel_events
@@ -54,6 +57,20 @@ def test_a_tool_call_is_answered_truthfully_and_a_redelivery_is_not_sent_again(
     # Vapi's backoff plan sends the very same request again.
     assert results(send(webhook, body)) == [("tc-1", KIND, result)]
     assert len(platform_sandbox.writes(key)) == 1
+
+
+def test_a_confirmed_tool_calls_run_closes_at_once_with_no_timer(
+    platform_stack: Stack, webhook: httpx.Client, platform_sandbox: Sandbox
+) -> None:
+    """Vapi never says what the caller heard, so the action does not linger for a `presented`: its
+    run closes in the task it is confirmed in (no timer), counted from its history."""
+    call_id, kind, params = new_id("call"), "reservation", {**BOOKING, "room": new_id("room")}
+    [(_, _, result)] = results(send(webhook, vapi_tool_calls(call_id, ("tc-1", kind, params))))
+    assert result.startswith("CONFIRMED by the business system."), result
+    workflow_id = action_workflow_id("acme", op_id(call_id, kind, params))
+    closed = asyncio.run(closed_run_billed(platform_stack.temporal_address, workflow_id))
+    assert (closed.counts["workflow started"], closed.counts["timer"]) == (1, 0), closed.counts
+    assert len(platform_sandbox.writes(op_key("acme", call_id, kind, params))) == 1
 
 
 def test_a_model_that_asks_again_with_the_same_params_meets_the_same_action(

@@ -552,6 +552,60 @@ def test_a_run_opened_again_lingers_from_its_opening_and_never_past_the_window()
     assert action.next_step(at(7 * 86400 - 9)) == Step(action="wait", until=at(7 * 86400 + 1))
 
 
+def _settled_unheard(closes_when_settled: bool = True, **changes: object) -> ActionRecord:
+    """Settled at 1 s, created by a caller that never reports what was heard."""
+    action = record(authorized=True, **changes)
+    new = NewAction.model_validate({**_new_of(action), "reports_heard": False})
+    action = ActionRecord.create(new, T0)
+    action.closes_when_settled = closes_when_settled
+    action.begin_dispatch(at(0))
+    action.on_dispatch(CONFIRMED, at(1))
+    return action
+
+
+def _new_of(action: ActionRecord) -> dict[str, object]:
+    return {
+        "operation_id": action.operation_id,
+        "operation_key": action.operation_key,
+        "conversation_id": action.conversation_id,
+        "kind": action.kind,
+        "params": action.params,
+        "authorized": True,
+    }
+
+
+def test_a_caller_that_never_reports_what_was_heard_gets_no_linger() -> None:
+    action = _settled_unheard()
+    assert not action.reports_heard
+    assert action.next_step(at(1)).action == "close"  # in the task it settled in
+    # A late control opens it again as today, and that run lingers as any other.
+    action.open_again(at(86400))
+    assert action.next_step(at(86400)) == Step(action="wait", until=at(86460))
+    # A run of an earlier revision keeps the whole window whatever the caller said.
+    assert _settled_unheard(closes_when_settled=False).next_step(at(61)) == Step(
+        action="wait", until=at(1 + 7 * 86400)
+    )
+
+
+def test_without_a_linger_a_compensation_or_a_pending_redaction_still_keeps_the_run_open() -> None:
+    action = _settled_unheard()
+    action.apply_cancel("caller", None, at(1))
+    assert action.next_step(at(1)).action == "compensate"
+    redacting = _settled_unheard(redact_params_after_s=3600.0)
+    assert redacting.next_step(at(1)) == Step(action="wait", until=at(3601))
+
+
+def test_a_record_without_the_callers_word_reports_what_was_heard() -> None:
+    """Every record and action input written before the field existed decodes as a caller that
+    reports what was heard: its linger is unchanged."""
+    action = _settled(True)
+    dumped = action.model_dump(mode="json")
+    del dumped["reports_heard"]
+    assert ActionRecord.model_validate(dumped).reports_heard
+    assert NewAction.model_validate(_new_of(action)).reports_heard
+    assert action.next_step(at(1)) == Step(action="wait", until=at(61))
+
+
 def test_a_compensation_or_a_pending_redaction_keeps_a_settled_run_open() -> None:
     action = _settled(True)
     action.apply_cancel("caller", None, at(100))
