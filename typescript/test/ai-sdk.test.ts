@@ -95,6 +95,8 @@ test("a lost answer in a chat: not done until verified, then confirmed; a model 
   const params = refund();
   const op = await derivedOperationId(conversation, "refund", params);
   await sandbox.fault("refunds", "create", "drop_after_apply", op);
+  // The send's own call looks a lost answer up at once: that lookup fails, so the answer stays unknown.
+  await sandbox.fault("refunds", "lookup", "fail_before_apply", op, { status: 503 });
   const chat = new SettledChat(settled, conversation, await actionKinds(settled, ["refund"]), { waitS: 1, authorizeOnCall: true });
   const answers: string[] = [];
   const model = scripted([

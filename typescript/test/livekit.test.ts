@@ -163,6 +163,8 @@ test("livekit: a lost answer is never said done; verify_action finds the one ref
   const c = await call(params);
   const op = await derivedOperationId(c.conversation, "refund", params);
   await sandbox.fault("refunds", "create", "drop_after_apply", op);
+  // The send's own call looks a lost answer up at once: that lookup fails, so the answer stays unknown.
+  await sandbox.fault("refunds", "lookup", "fail_before_apply", op, { status: 503 });
   c.session.generateReply({ userInput: asks(params) });
   const first = await eventually(async () => toolOutputs(c)[0], "the refund tool's answer");
   assert.ok(!first.startsWith("CONFIRMED"), first);

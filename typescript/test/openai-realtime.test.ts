@@ -130,6 +130,8 @@ test("a lost answer: the model is told it is being checked, never done; verify_a
   const params = refund();
   const op = await derivedOperationId(c.conversation, "refund", params);
   await sandbox.fault("refunds", "create", "drop_after_apply", op);
+  // The send's own call looks a lost answer up at once: that lookup fails, so the answer stays unknown.
+  await sandbox.fault("refunds", "lookup", "fail_before_apply", op, { status: 503 });
   const output = await toolCall(c, "refund", params);
   assert.ok(!output.startsWith("CONFIRMED"), output);
   const checked = await eventually(async () => {

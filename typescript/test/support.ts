@@ -75,11 +75,11 @@ export const sandbox = {
     };
     return answer.records.filter((row) => row.payload.order_id === orderId);
   },
-  async fault(service: string, op: string, mode: string, key: string): Promise<void> {
+  async fault(service: string, op: string, mode: string, key: string, extra: Record<string, unknown> = {}): Promise<void> {
     const response = await fetch(`${SANDBOX_URL}/_sandbox/faults`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ service, op, mode, match_key: key }),
+      body: JSON.stringify({ service, op, mode, match_key: key, ...extra }),
     });
     if (response.status !== 201) throw new Error(`fault not set: ${await response.text()}`);
   },
