@@ -47,3 +47,12 @@ def module_api(module_stack: Stack) -> Iterator[httpx.Client]:
 def module_sandbox(module_stack: Stack) -> Iterator[Sandbox]:
     with sandbox_of(module_stack) as truth:
         yield truth
+
+
+@pytest.fixture
+def slow_transfers(module_sandbox: Sandbox) -> Iterator[None]:
+    """The module stack's transfers stay pending (accepted, not finished) until the test finishes them."""
+    http = module_sandbox.http
+    assert http.put("/_sandbox/transfers", json={"settle_after_s": 3600}).status_code == 200
+    yield
+    http.put("/_sandbox/transfers", json={})

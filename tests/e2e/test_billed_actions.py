@@ -9,7 +9,6 @@ import asyncio
 from typing import Any
 
 import httpx
-import pytest
 from settled.bench.actions import Billed, billed_in_history
 from temporalio.client import Client, WorkflowExecutionDescription
 
@@ -40,15 +39,6 @@ def _read(stack: Stack, operation_id: str) -> tuple[Billed, WorkflowExecutionDes
 def _shown(description: WorkflowExecutionDescription) -> tuple[Any, Any]:
     attributes = description.typed_search_attributes
     return attributes.get(visibility.STATE), attributes.get(visibility.NEEDS_ATTENTION)
-
-
-@pytest.fixture
-def slow_transfers(module_sandbox: Sandbox) -> Any:
-    """Transfers that stay pending until the test finishes them."""
-    http = module_sandbox.http
-    assert http.put("/_sandbox/transfers", json={"settle_after_s": 3600}).status_code == 200
-    yield
-    http.put("/_sandbox/transfers", json={})
 
 
 def test_a_send_by_an_activity_writes_the_state_once_and_a_presented_starts_no_timer(

@@ -226,15 +226,6 @@ def test_check_kinds_shows_the_requests_with_the_secrets_masked(stack: Stack) ->
     assert TOKEN not in checked.stdout and FILED not in checked.stdout
 
 
-@pytest.fixture
-def slow_transfers(module_sandbox: Sandbox) -> Any:
-    """Transfers that stay pending until the test finishes them."""
-    http = module_sandbox.http
-    assert http.put("/_sandbox/transfers", json={"settle_after_s": 3600}).status_code == 200
-    yield
-    http.put("/_sandbox/transfers", json={})
-
-
 def transfer(sandbox: Sandbox, key: str) -> dict[str, Any]:
     (record,) = sandbox.records(key, service="transfers")
     return record

@@ -17,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from settled.domain.machine import ActionRecord
+from tests.golden.histories import states_written
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 HISTORIES = sorted(GOLDEN.glob("*.json"))
@@ -231,17 +232,6 @@ def test_queued_sends_taken_back_were_recorded_cancelled_before_any_worker_took_
     assert _activities("golden8-queued-amended").count("dispatch") == 4  # refused, taken back, refused, sent
 
 
-def _states_written(name: str) -> list[str]:
-    """The `SettledState` values a history's upserts wrote, in order."""
-    written = []
-    for event in json.loads((GOLDEN / f"{name}.json").read_text())["events"]:
-        upsert = event.get("upsertWorkflowSearchAttributesEventAttributes")
-        fields = upsert["searchAttributes"]["indexedFields"] if upsert else {}
-        if "SettledState" in fields:
-            written.append(json.loads(base64.b64decode(fields["SettledState"]["data"])))
-    return written
-
-
 def test_lean_runs_keep_their_timer_and_write_only_the_states_operators_act_on() -> None:
     """golden9 runs (LEAN_REVISION): the `presented` after the go-ahead's confirmation starts no timer
     (golden8's re-armed the same deadline), the go-ahead writes its outcome alone (golden8's wrote the
@@ -255,11 +245,11 @@ def test_lean_runs_keep_their_timer_and_write_only_the_states_operators_act_on()
         "WORKFLOW_EXECUTION_UPDATE_COMPLETED",
         "WORKFLOW_PROPERTIES_MODIFIED",
     ]
-    assert _states_written("golden8-normal") == ["running", "confirmed"]
-    assert _states_written("golden9-normal") == ["confirmed"]
-    assert _states_written("golden8-lost") == ["running", "unknown", "confirmed"]
-    assert _states_written("golden9-lost") == ["unknown", "confirmed"]
-    assert _states_written("golden9-accepted")[0] == "running"  # accepted, not finished: shown
+    assert states_written("golden8-normal") == ["running", "confirmed"]
+    assert states_written("golden9-normal") == ["confirmed"]
+    assert states_written("golden8-lost") == ["running", "unknown", "confirmed"]
+    assert states_written("golden9-lost") == ["unknown", "confirmed"]
+    assert states_written("golden9-accepted")[0] == "running"  # accepted, not finished: shown
     events = json.loads((GOLDEN / "golden9-normal.json").read_text())["events"]
     started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["data"]
     assert json.loads(base64.b64decode(started))["revision"] >= 7

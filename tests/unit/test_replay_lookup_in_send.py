@@ -5,17 +5,13 @@ The newest generation (the one tests/golden/record.py records) holds them."""
 import base64
 import json
 import re
-from pathlib import Path
 from typing import Any
 
-GOLDEN = Path(__file__).parent.parent / "golden"
+from tests.golden.histories import GOLDEN, events, states_written
+
 _RECORDED = re.search(r'^GENERATION = "(\w+)"$', (GOLDEN / "record.py").read_text(), re.MULTILINE)
 assert _RECORDED is not None
 NEWEST = _RECORDED.group(1)
-
-
-def _events(name: str) -> list[dict[str, Any]]:
-    return json.loads((GOLDEN / f"{name}.json").read_text())["events"]
 
 
 def _decoded(payloads: dict[str, Any]) -> Any:
@@ -26,7 +22,7 @@ def _business_calls(name: str) -> list[tuple[str, dict[str, Any] | None]]:
     """Each business call a history made (regular or in-task), with its recorded result."""
     calls: list[tuple[str, dict[str, Any] | None]] = []
     scheduled: dict[str, str] = {}
-    for event in _events(name):
+    for event in events(name):
         if "activityTaskScheduledEventAttributes" in event:
             scheduled[event["eventId"]] = event["activityTaskScheduledEventAttributes"]["activityType"][
                 "name"
@@ -42,16 +38,6 @@ def _business_calls(name: str) -> list[tuple[str, dict[str, Any] | None]]:
     return calls
 
 
-def _states_written(name: str) -> list[str]:
-    written = []
-    for event in _events(name):
-        upsert = event.get("upsertWorkflowSearchAttributesEventAttributes")
-        fields = upsert["searchAttributes"]["indexedFields"] if upsert else {}
-        if "SettledState" in fields:
-            written.append(json.loads(base64.b64decode(fields["SettledState"]["data"])))
-    return written
-
-
 def test_a_lost_answer_was_recorded_confirmed_by_the_lookup_in_its_own_call() -> None:
     """`-lost` (an activity) and `-lost-in-task` (inside the workflow task): one business call, whose
     result carries the lost send and the lookup that found it; `unknown` never written for operators.
@@ -61,9 +47,9 @@ def test_a_lost_answer_was_recorded_confirmed_by_the_lookup_in_its_own_call() ->
         [(activity, result)] = _business_calls(name)
         assert activity == "dispatch" and result is not None, name
         assert result["result"] == "unknown" and result["lookup"]["result"] == "applied", result
-        assert "unknown" not in _states_written(name)
+        assert "unknown" not in states_written(name)
         assert [activity for activity, _ in _business_calls(before)] == ["dispatch", "lookup"], before
-        assert "unknown" in _states_written(before)
+        assert "unknown" in states_written(before)
 
 
 def test_a_lookup_in_the_call_that_got_no_answer_was_recorded_unknown_then_looked_up_again() -> None:
@@ -71,4 +57,4 @@ def test_a_lookup_in_the_call_that_got_no_answer_was_recorded_unknown_then_looke
     assert [activity for activity, _ in calls] == ["dispatch", "lookup"]
     dispatched = calls[0][1]
     assert dispatched is not None and dispatched["lookup"]["result"] == "inconclusive"
-    assert "unknown" in _states_written(f"{NEWEST}-lost-looked-up-later")
+    assert "unknown" in states_written(f"{NEWEST}-lost-looked-up-later")
